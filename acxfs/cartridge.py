@@ -1,0 +1,286 @@
+"""The shallow check of an ACX cartridge: rows -> verified manifest -> verdict and tree.
+
+`check_cartridge` never raises for anything the file contains: it returns a `CartridgeReport`
+whose `verdict` says what the file is.  A `VerifiedCartridge` (the report's `verified`) exists
+only when the structure is valid and no integrity check failed; every digest in its tree is
+the signed oid (or, for legacy and unverifiable signatures, the recorded one, which the
+verdict says).  No file BLOB is read here: file bytes are checked when read (acxfs.content).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import hashlib
+import json
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+
+from acxfs import verdict as v
+from acxfs.dsse import IN_TOTO_PAYLOAD_TYPE, EnvelopeFormatError, check_signatures, parse_envelope
+from acxfs.errors import MalformedError
+from acxfs.jcs import canonical_bytes, utf16_key
+from acxfs.keys import KeyFormatError, PublicKey, public_key_from_pem
+from acxfs.limits import DEFAULT_LIMITS, Limits
+from acxfs.sources.acx_file import CartridgeRows, ObjectRow, read_cartridge
+from acxfs.sources.base import Entry, Tree, build_tree
+from acxfs.trust import TrustContext, parse_time
+
+STATEMENT_TYPE = "https://in-toto.io/Statement/v1"
+PREDICATE_TYPE = "https://acx.dev/attestation/cartridge/v1"
+
+
+class _Refused(Exception):
+    """Internal: stop the check with this verdict."""
+
+    def __init__(self, verdict: v.Verdict) -> None:
+        self.verdict = verdict
+
+
+def manifest_bytes(objects: Iterable[ObjectRow]) -> bytes:
+    """The JCS ROM integrity manifest over the stored oids of every ROM object (section 4)."""
+    rom = sorted(
+        (o for o in objects if o.zone == "rom"),
+        key=lambda o: (utf16_key(o.kind), utf16_key(o.source_ref)),
+    )
+    return canonical_bytes(
+        [{"sourceRef": o.source_ref, "oid": o.oid, "canon": o.canon, "sz": o.sz} for o in rom]
+    )
+
+
+def manifest_hash(objects: Iterable[ObjectRow]) -> str:
+    return "sha256:" + hashlib.sha256(manifest_bytes(objects)).hexdigest()
+
+
+@dataclass(frozen=True)
+class Statement:
+    """The in-toto statement, parsed only from bytes whose signature verified."""
+
+    subject_name: str
+    subject_digest: str
+    predicate: dict[str, object]
+
+    @property
+    def publisher(self) -> str | None:
+        value = self.predicate.get("publisherId")
+        return value if isinstance(value, str) else None
+
+    @property
+    def signed_at(self) -> str | None:
+        value = self.predicate.get("signedAt")
+        return value if isinstance(value, str) else None
+
+
+def parse_statement(payload: bytes) -> Statement:
+    try:
+        doc = json.loads(payload.decode("utf-8"))
+    except (UnicodeDecodeError, ValueError, RecursionError) as exc:
+        raise EnvelopeFormatError("statement is not JSON") from exc
+    if not isinstance(doc, dict) or doc.get("_type") != STATEMENT_TYPE:
+        raise EnvelopeFormatError("statement _type is not in-toto Statement v1")
+    if doc.get("predicateType") != PREDICATE_TYPE:
+        raise EnvelopeFormatError("predicateType is not the ACX cartridge attestation")
+    subject, predicate = doc.get("subject"), doc.get("predicate")
+    if not isinstance(subject, list) or not subject or not isinstance(subject[0], dict):
+        raise EnvelopeFormatError("statement has no subject")
+    digest = subject[0].get("digest")
+    sha = digest.get("sha256") if isinstance(digest, dict) else None
+    if not isinstance(sha, str) or not isinstance(predicate, dict):
+        raise EnvelopeFormatError("statement lacks subject digest or predicate")
+    name = subject[0].get("name")
+    return Statement(name if isinstance(name, str) else "", sha, predicate)
+
+
+@dataclass(frozen=True)
+class VerifiedCartridge:
+    """A cartridge whose shallow check passed; its tree carries the digests files must match."""
+
+    rows: CartridgeRows
+    verdict: v.Verdict
+    statement: Statement | None
+    tree: Tree
+    save_tree: Tree
+    signed_meta: frozenset[str]  # cartridge keys bound by a verified object
+
+    @property
+    def skills(self) -> tuple[str, ...]:
+        """Skill directories under rom/skills (chosen by signed paths, never by index names)."""
+        return tuple(
+            name for name in self.tree.list("rom/skills")
+            if (e := self.tree.lookup(f"rom/skills/{name}/SKILL.md")) and not e.is_dir
+        )
+
+
+@dataclass(frozen=True)
+class CartridgeReport:
+    """The non-raising result of a check: always a verdict, a VerifiedCartridge when intact."""
+
+    verdict: v.Verdict
+    verified: VerifiedCartridge | None = None
+    rows: CartridgeRows | None = None
+    notes: list[str] = field(default_factory=list)
+
+    def __bool__(self) -> bool:
+        return self.verified is not None and self.verdict.status == "verified"
+
+
+def check_cartridge(
+    path: str,
+    trust: TrustContext,
+    limits: Limits = DEFAULT_LIMITS,
+    now: dt.datetime | None = None,
+) -> CartridgeReport:
+    """Structure, signature, manifest, bindings, exact ROM, skill index and trust of `path`.
+
+    Raises only EnvironmentProblem (the file cannot be read at all)."""
+    try:
+        rows = read_cartridge(path, limits)
+    except MalformedError as exc:
+        kind: v.Trust = "incompatible" if type(exc).__name__ == "IncompatibleError" else "malformed"
+        return CartridgeReport(v.Verdict(kind, _sentence(str(exc))))
+    try:
+        return _check_rows(rows, trust, limits, now or dt.datetime.now(dt.UTC))
+    except _Refused as refused:
+        return CartridgeReport(refused.verdict, rows=rows)
+
+
+def _sentence(text: str) -> str:
+    text = text[:1].upper() + text[1:]
+    return text if text.endswith(".") else text + "."
+
+
+def _tampered(summary: str) -> _Refused:
+    return _Refused(v.Verdict("tampered", summary))
+
+
+def _check_rows(
+    rows: CartridgeRows, trust: TrustContext, limits: Limits, now: dt.datetime
+) -> CartridgeReport:
+    sig = rows.signature
+    if sig is None:
+        verdict = v.Verdict("legacy", v.UNSIGNED)
+        return _report(rows, verdict, None)
+    try:
+        envelope = parse_envelope(sig.envelope, limits)
+    except EnvelopeFormatError as exc:
+        raise _tampered(v.MALFORMED_ENVELOPE) from exc
+    if envelope.payload_type != IN_TOTO_PAYLOAD_TYPE:
+        raise _tampered(v.MALFORMED_ENVELOPE)
+
+    embedded: PublicKey | None = None
+    if sig.public_key_pem:
+        try:
+            embedded = public_key_from_pem(sig.public_key_pem)
+        except KeyFormatError:
+            embedded = None
+
+    def key_for(keyid: str) -> PublicKey | None:
+        found = trust.key_for(keyid)
+        if found is None and embedded is not None and embedded.keyid == keyid:
+            found = embedded
+        return found
+
+    checks = check_signatures(envelope, key_for)
+    if any(c.key is not None and not c.valid for c in checks):
+        raise _tampered(v.DSSE_FAILED)
+    valid = [c for c in checks if c.valid]
+    if not valid:
+        verdict = v.Verdict("portable", v.UNVERIFIED, keyid=checks[0].keyid, unverified=True)
+        return _report(rows, verdict, None)
+
+    try:
+        statement = parse_statement(envelope.payload)
+    except EnvelopeFormatError as exc:
+        raise _tampered(f"Signed statement is not an ACX cartridge attestation ({exc}).") from exc
+
+    for obj in rows.objects:
+        if obj.zone == "rom" and obj.kind != "sqlar" and rows.live_oids.get(obj.source_ref) != obj.oid:
+            raise _tampered(v.CONTENT_DIVERGES)
+    computed = manifest_hash(rows.objects)
+    if statement.subject_digest != computed.removeprefix("sha256:"):
+        raise _tampered(v.MANIFEST_MISMATCH)
+    recorded = [sig.manifest_hash, rows.meta.get("acx.rom_manifest_hash")]
+    recorded += [statement.predicate.get(k) for k in ("manifestHash", "romDigest")
+                 if k in statement.predicate]
+    if any(value != computed for value in recorded):
+        raise _tampered(v.RECORDED_MISMATCH)
+    _check_exact_rom(rows)
+    _check_skill_index(rows)
+
+    decisions = [
+        (trust.evaluate(c.keyid, statement.publisher, statement.signed_at, now), c) for c in valid
+    ]
+    order = {"local": 0, "trusted": 1, "portable": 2, "tampered": 3}
+    decision, best = min(decisions, key=lambda d: order.get(d[0].trust, 9))
+    verdict = v.Verdict(
+        decision.trust, decision.summary, keyid=best.keyid, publisher=statement.publisher,
+        signed_at=statement.signed_at,
+    )
+    if verdict.is_integrity_failure:
+        raise _Refused(verdict)
+    return _report(rows, verdict, statement)
+
+
+def _check_exact_rom(rows: CartridgeRows) -> None:
+    """Spec section 7: the ROM zone is exactly the set of signed sqlar objects."""
+    covering: dict[str, ObjectRow] = {}
+    for obj in rows.objects:
+        if obj.zone == "rom" and obj.kind == "sqlar":
+            if obj.source_ref in covering:
+                raise _tampered(f"{obj.source_ref} is covered twice by the signed manifest.")
+            covering[obj.source_ref] = obj
+    rom_files = {row.name: row for row in rows.files if row.zone == "rom"}
+    for name, row in rom_files.items():
+        obj = covering.get(name)
+        if obj is None:
+            raise _tampered(f"{name} is not covered by the signed manifest.")
+        if obj.sz != row.sz:
+            raise _tampered(f"{name} has size {row.sz}, but the signed manifest says {obj.sz}.")
+    for ref in covering:
+        if ref not in rom_files:
+            raise _tampered(f"{ref} is in the signed manifest but not in the ROM.")
+
+
+def _check_skill_index(rows: CartridgeRows) -> None:
+    """Spec section 7: every acx_skill row names a ROM file and carries its signed digest."""
+    signed = {o.source_ref: o.oid for o in rows.objects if o.zone == "rom" and o.kind == "sqlar"}
+    for skill in rows.skills:
+        oid = signed.get(skill.sqlar_path)
+        if oid is None:
+            raise _tampered(f"acx_skill row {skill.sqlar_path} names no signed ROM file.")
+        if "sha256:" + skill.content_sha256 != oid:
+            raise _tampered(
+                f"acx_skill row {skill.sqlar_path} has a content_sha256 that is not the signed one."
+            )
+
+
+def _epoch(timestamp: str | None) -> int:
+    parsed = parse_time(timestamp)
+    return int(parsed.timestamp()) if parsed else 0
+
+
+def _report(rows: CartridgeRows, verdict: v.Verdict, statement: Statement | None) -> CartridgeReport:
+    """Build the verified trees: ROM files with their object digests, SAVE files likewise."""
+    signed_at = _epoch(statement.signed_at if statement else None)
+    digests: dict[tuple[str, str], bytes] = {}
+    for obj in rows.objects:
+        if obj.kind == "sqlar":
+            digests.setdefault((obj.zone, obj.source_ref), bytes.fromhex(obj.oid[7:]))
+    zones: dict[str, list[Entry]] = {"rom": [], "save": []}
+    for row in rows.files:
+        zones[row.zone].append(
+            Entry(
+                path=row.name, is_dir=False, size=row.sz, executable=bool(row.mode & 0o111),
+                mtime=row.mtime or signed_at, digest=digests.get((row.zone, row.name)),
+                ref=row.rowid, stored_size=row.stored_len, codec="sqlar",
+            )
+        )
+    dirs = {"rom": [d for d in rows.dir_rows if d.startswith("rom/")],
+            "save": [d for d in rows.dir_rows if d.startswith("save/")]}
+    tree = build_tree(zones["rom"], dirs["rom"] or ["rom"], signed_at)
+    save_tree = build_tree(zones["save"], dirs["save"], signed_at)
+    signed_meta = frozenset(
+        o.source_ref.removeprefix("cartridge:") for o in rows.objects
+        if o.zone == "rom" and o.source_ref.startswith("cartridge:")
+    ) if statement is not None else frozenset()
+    verified = VerifiedCartridge(rows, verdict, statement, tree, save_tree, signed_meta)
+    return CartridgeReport(verdict, verified, rows)

@@ -1,0 +1,280 @@
+"""The only way file bytes leave a container: inflate within bounds, hash, then release.
+
+`verify_content` consumes a file's stored bytes, inflates them (sqlar: zlib or raw DEFLATE,
+whichever yields the signed digest; zip: raw DEFLATE or stored), never produces more than the
+entry's size, and returns a `VerifiedBlob` only when the stream ended exactly at that size
+and its sha256 equals the signed digest.  Otherwise it raises `TamperError` naming the path.
+Large files are accumulated in an unlinked temporary file, so memory stays bounded.
+`ContentStore` adds a byte-bounded cache and makes concurrent readers of one file share one
+verification.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import os
+import tempfile
+import threading
+import zlib
+from collections import OrderedDict
+from collections.abc import Callable, Iterator
+from typing import Protocol
+
+from acxfs.errors import TamperError
+from acxfs.limits import DEFAULT_LIMITS, Limits
+from acxfs.sources.base import Entry, SourceStats
+
+
+class VerifiedBlob(Protocol):
+    """Bytes whose sha256 matched the signed digest."""
+
+    size: int
+
+    def read(self, offset: int, length: int) -> bytes: ...
+
+    def close(self) -> None: ...
+
+
+class MemoryBlob:
+    """Verified bytes held in memory."""
+
+    def __init__(self, data: bytes) -> None:
+        self._data = data
+        self.size = len(data)
+
+    def read(self, offset: int, length: int) -> bytes:
+        return self._data[offset : offset + length]
+
+    def all(self) -> bytes:
+        return self._data
+
+    def close(self) -> None:
+        self._data = b""
+
+
+class SpilledBlob:
+    """Verified bytes in an unlinked temporary file (read with pread, safe across threads)."""
+
+    def __init__(self, fd: int, size: int) -> None:
+        self._fd = fd
+        self.size = size
+
+    def read(self, offset: int, length: int) -> bytes:
+        if offset >= self.size:
+            return b""
+        return os.pread(self._fd, min(length, self.size - offset), offset)
+
+    def close(self) -> None:
+        if self._fd >= 0:
+            os.close(self._fd)
+            self._fd = -1
+
+    def __del__(self) -> None:
+        self.close()
+
+
+class _Sink:
+    """Accumulates output in memory, then in an unlinked file past a threshold."""
+
+    def __init__(self, size: int, threshold: int, spill_dir: str | None) -> None:
+        self._mem = bytearray()
+        self._file: int | None = None
+        self._spill = size > threshold
+        self._spill_dir = spill_dir
+        self.written = 0
+
+    def write(self, data: bytes) -> None:
+        if not data:
+            return
+        self.written += len(data)
+        if not self._spill:
+            self._mem += data
+            return
+        if self._file is None:
+            handle = tempfile.TemporaryFile(dir=self._spill_dir)
+            self._file = os.dup(handle.fileno())
+            handle.close()
+        view = memoryview(data)
+        while view:
+            view = view[os.write(self._file, view) :]
+
+    def finish(self) -> VerifiedBlob:
+        if self._file is None:
+            return MemoryBlob(bytes(self._mem))
+        blob = SpilledBlob(self._file, self.written)
+        self._file = None
+        return blob
+
+    def discard(self) -> None:
+        self._mem = bytearray()
+        if self._file is not None:
+            os.close(self._file)
+            self._file = None
+
+
+def looks_like_zlib(head: bytes) -> bool:
+    """The RFC 1950 header test of the spec (section 3)."""
+    if len(head) < 2:
+        return False
+    cmf, flg = head[0], head[1]
+    return cmf & 0x0F == 8 and cmf >> 4 <= 7 and (cmf * 256 + flg) % 31 == 0 and not flg & 0x20
+
+
+class _StreamError(Exception):
+    """The stored bytes do not inflate to exactly `size` bytes under this codec."""
+
+
+def _inflate_into(
+    chunks: Iterator[bytes], wbits: int | None, size: int, sink: _Sink, hasher: hashlib._Hash,
+    step: int,
+) -> None:
+    """Inflate (or copy, wbits None) `chunks` into sink and hasher; exactly `size` bytes out."""
+    produced = 0
+
+    def emit(data: bytes) -> None:
+        nonlocal produced
+        produced += len(data)
+        if produced > size:
+            raise _StreamError("inflates past its size")
+        hasher.update(data)
+        sink.write(data)
+
+    if wbits is None:
+        for chunk in chunks:
+            emit(chunk)
+    else:
+        inflater = zlib.decompressobj(wbits)
+        try:
+            for chunk in chunks:
+                data = chunk
+                while data and not inflater.eof:
+                    emit(inflater.decompress(data, min(step, size - produced + 1)))
+                    data = inflater.unconsumed_tail
+                if inflater.eof:
+                    break
+            if not inflater.eof:
+                emit(inflater.flush(size - produced + 1))
+        except zlib.error as exc:
+            raise _StreamError(f"does not inflate ({exc})") from exc
+        if not inflater.eof:
+            raise _StreamError("compressed stream is truncated")
+    if produced != size:
+        raise _StreamError(f"yields {produced} bytes, not {size}")
+
+
+def verify_content(
+    entry: Entry,
+    open_chunks: Callable[[], Iterator[bytes]],
+    limits: Limits = DEFAULT_LIMITS,
+    spill_dir: str | None = None,
+) -> VerifiedBlob:
+    """Inflate, bound and hash one file; return it only if its sha256 is the signed digest."""
+    if entry.is_dir or entry.digest is None:
+        raise TamperError(f"{entry.path} has no signed digest", entry.path)
+    if entry.size > limits.max_file_bytes:
+        raise TamperError(f"{entry.path} exceeds the per-file size limit", entry.path)
+    attempts: list[int | None]
+    if entry.codec == "stored" or (entry.codec == "sqlar" and entry.stored_size == entry.size):
+        attempts = [None]
+    elif entry.codec == "deflate":
+        attempts = [-15]
+    else:
+        head = b""
+        for chunk in open_chunks():
+            head = chunk[:2]
+            break
+        attempts = [15, -15] if looks_like_zlib(head) else [-15, 15]
+    problem = "does not match its signed sha256"
+    for wbits in attempts:
+        sink = _Sink(entry.size, limits.memory_spill_bytes, spill_dir)
+        hasher = hashlib.sha256()
+        try:
+            _inflate_into(open_chunks(), wbits, entry.size, sink, hasher, limits.chunk_bytes)
+        except _StreamError as exc:
+            sink.discard()
+            problem = str(exc)
+            continue
+        except BaseException:
+            sink.discard()
+            raise
+        if hmac.compare_digest(hasher.digest(), entry.digest):
+            return sink.finish()
+        sink.discard()
+        problem = "does not match its signed sha256"
+    raise TamperError(f"{entry.path} {problem}", entry.path)
+
+
+class ContentStore:
+    """Verified blobs by path: a byte-bounded LRU cache with one verification per file at a time."""
+
+    def __init__(
+        self,
+        open_chunks: Callable[[Entry], Iterator[bytes]],
+        limits: Limits = DEFAULT_LIMITS,
+        stats: SourceStats | None = None,
+        spill_dir: str | None = None,
+        on_tamper: Callable[[TamperError], None] | None = None,
+    ) -> None:
+        self._open_chunks = open_chunks
+        self._limits = limits
+        self.stats = stats or SourceStats()
+        self._spill_dir = spill_dir
+        self._on_tamper = on_tamper
+        self._cache: OrderedDict[str, VerifiedBlob] = OrderedDict()
+        self._cached_bytes = 0
+        self._lock = threading.Lock()
+        self._flights: dict[str, threading.Lock] = {}
+
+    def get(self, entry: Entry) -> VerifiedBlob:
+        """The verified bytes of `entry` (raises TamperError; never returns unverified bytes)."""
+        blob = self._cached(entry.path)
+        if blob is not None:
+            return blob
+        with self._lock:
+            flight = self._flights.setdefault(entry.path, threading.Lock())
+        with flight:
+            blob = self._cached(entry.path)
+            if blob is not None:
+                return blob
+            with self._lock:
+                self.stats.cache_misses += 1
+            try:
+                blob = verify_content(
+                    entry, lambda: self._open_chunks(entry), self._limits, self._spill_dir
+                )
+            except TamperError as exc:
+                with self._lock:
+                    self.stats.tamper_events += 1
+                if self._on_tamper is not None:
+                    self._on_tamper(exc)
+                raise
+            finally:
+                with self._lock:
+                    self._flights.pop(entry.path, None)
+            with self._lock:
+                self.stats.blobs_inflated += 1
+                self.stats.bytes_verified += blob.size
+                self._insert(entry.path, blob)
+            return blob
+
+    def _cached(self, path: str) -> VerifiedBlob | None:
+        with self._lock:
+            blob = self._cache.get(path)
+            if blob is not None:
+                self._cache.move_to_end(path)
+                self.stats.cache_hits += 1
+            return blob
+
+    def _insert(self, path: str, blob: VerifiedBlob) -> None:
+        weight = blob.size if isinstance(blob, MemoryBlob) else 0
+        self._cache[path] = blob
+        self._cached_bytes += weight
+        # Spilled blobs cost a descriptor, not memory: keep at most a few of them.
+        spilled = [p for p, b in self._cache.items() if not isinstance(b, MemoryBlob)]
+        for old in spilled[:-8]:
+            self._cache.pop(old)  # closed by the garbage collector once no reader holds it
+        while self._cached_bytes > self._limits.cache_bytes and len(self._cache) > 1:
+            old_path, old = self._cache.popitem(last=False)
+            if isinstance(old, MemoryBlob):
+                self._cached_bytes -= old.size

@@ -1,0 +1,443 @@
+"""Hardened reading of an ACX cartridge's rows: structure only, no file BLOB is ever read.
+
+`read_cartridge` opens the SQLite file read-only (immutable, trusted_schema off, no
+extensions), checks the header words and that every table acxfs reads is a real table with
+exactly the standard's columns, reads the `sqlar` row metadata, `objects`, `signatures`,
+`cartridge`, `acx_skill`, and applies every structural rule of spec sections 1-3.  What it
+returns is well-formed but NOT verified: `acxfs.cartridge` decides whether to trust it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+import sqlite3
+import stat
+import threading
+import urllib.parse
+from collections.abc import Iterator
+from dataclasses import dataclass
+from hashlib import sha256
+
+from acxfs.errors import EnvironmentProblem, IncompatibleError, LimitError, MalformedError
+from acxfs.jcs import canonical_bytes
+from acxfs.limits import DEFAULT_LIMITS, Limits
+
+APPLICATION_ID = 1094932529  # "ACX1"
+SQLITE_MAGIC = b"SQLite format 3\x00"
+
+TABLE_COLUMNS: dict[str, tuple[str, ...]] = {
+    "cartridge": ("key", "value"),
+    "sqlar": ("name", "mode", "mtime", "sz", "data"),
+    "objects": ("oid", "kind", "source_ref", "canon", "zone", "sz"),
+    "signatures": (
+        "sig_id", "target", "manifest_hash", "envelope", "keyid", "public_key_pem", "alg",
+        "created_at",
+    ),
+    "acx_skill": (
+        "sqlar_path", "name", "description", "license", "compatibility", "skill_version",
+        "body_tokens", "content_sha256", "resources", "ext", "schema_version",
+    ),
+    "memory": (
+        "id", "zone", "artifact_fingerprint", "codebase_fingerprint", "payload", "oid", "created_at",
+    ),
+    "capabilities": ("id", "json", "content_hash"),
+}
+
+SEGMENT_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
+OID_RE = re.compile(r"sha256:[0-9a-f]{64}")
+OBJECT_KINDS = frozenset({"sqlar", "memory", "cartridge", "skill", "attestation"})
+ZONES = frozenset({"rom", "save"})
+
+
+@dataclass(frozen=True, slots=True)
+class SqlarRow:
+    """One regular file row's metadata (never its BLOB)."""
+
+    rowid: int
+    name: str
+    mode: int  # stored permission bits (type bits removed); 0o644 when NULL
+    mtime: int
+    sz: int
+    stored_len: int
+
+    @property
+    def zone(self) -> str:
+        return self.name.split("/", 1)[0]
+
+
+@dataclass(frozen=True, slots=True)
+class ObjectRow:
+    oid: str
+    kind: str
+    source_ref: str
+    canon: str
+    zone: str
+    sz: int
+
+
+@dataclass(frozen=True, slots=True)
+class SignatureRow:
+    sig_id: str
+    manifest_hash: str
+    envelope: str
+    keyid: str
+    public_key_pem: str | None
+    created_at: str
+
+
+@dataclass(frozen=True, slots=True)
+class SkillIndexRow:
+    """An `acx_skill` row: an unsigned cache, never a verified fact."""
+
+    sqlar_path: str
+    name: str
+    description: str
+    license: str | None
+    compatibility: str | None
+    skill_version: str | None
+    content_sha256: str
+    resources: str
+    ext: str | None
+
+
+@dataclass(frozen=True)
+class CartridgeRows:
+    """A structurally valid cartridge's metadata, NOT yet verified."""
+
+    path: str
+    user_version: int
+    files: tuple[SqlarRow, ...]
+    dir_rows: tuple[str, ...]
+    objects: tuple[ObjectRow, ...]
+    signature: SignatureRow | None
+    meta: dict[str, str]
+    skills: tuple[SkillIndexRow, ...]
+    live_oids: dict[str, str | None]  # non-sqlar ROM object -> 'sha256:' of its live value
+
+
+def connect_readonly(path: str) -> sqlite3.Connection:
+    """A hardened read-only connection: nothing in the file can run code or be written."""
+    uri = "file:" + urllib.parse.quote(os.path.abspath(path)) + "?mode=ro&immutable=1"
+    conn = sqlite3.connect(uri, uri=True, check_same_thread=False, isolation_level=None)
+    try:
+        conn.execute("PRAGMA trusted_schema=OFF")
+        conn.execute("PRAGMA cell_size_check=ON")
+        conn.execute("PRAGMA query_only=ON")
+        if hasattr(conn, "enable_load_extension"):
+            conn.enable_load_extension(False)
+    except BaseException:
+        conn.close()
+        raise
+    return conn
+
+
+def check_file_header(path: str) -> None:
+    """Refuse a missing file (environment) or one that is not a SQLite database (malformed)."""
+    try:
+        with open(path, "rb") as handle:
+            head = handle.read(100)
+    except FileNotFoundError as exc:
+        raise EnvironmentProblem(f"{path}: no such file") from exc
+    except IsADirectoryError as exc:
+        raise EnvironmentProblem(f"{path}: is a directory") from exc
+    except OSError as exc:
+        raise EnvironmentProblem(f"{path}: cannot read ({exc.strerror})") from exc
+    if len(head) < 100 or not head.startswith(SQLITE_MAGIC):
+        raise MalformedError("not a SQLite database")
+
+
+def read_cartridge(path: str, limits: Limits = DEFAULT_LIMITS) -> CartridgeRows:
+    """Open `path` and return its checked rows (MalformedError/IncompatibleError otherwise)."""
+    check_file_header(path)
+    try:
+        conn = connect_readonly(path)
+    except sqlite3.Error as exc:
+        raise MalformedError(f"cannot open as SQLite ({exc})") from exc
+    try:
+        return _read(conn, path, limits)
+    except sqlite3.Error as exc:
+        raise MalformedError(f"corrupt database ({exc})") from exc
+    except (OverflowError, MemoryError, RecursionError) as exc:
+        raise MalformedError(f"corrupt database ({type(exc).__name__})") from exc
+    finally:
+        conn.close()
+
+
+def _read(conn: sqlite3.Connection, path: str, limits: Limits) -> CartridgeRows:
+    app_id = conn.execute("PRAGMA application_id").fetchone()[0]
+    if app_id != APPLICATION_ID:
+        raise MalformedError(f"not an ACX cartridge (application_id {app_id})")
+    user_version = conn.execute("PRAGMA user_version").fetchone()[0] & 0xFFFFFFFF
+    major = user_version >> 24
+    if major != 1:
+        raise IncompatibleError(
+            f"incompatible ACX spec major version {major} (acxfs reads major 1)"
+        )
+    _check_tables(conn)
+    files, dirs = _read_sqlar(conn, limits)
+    objects = _read_objects(conn, limits)
+    return CartridgeRows(
+        path=path,
+        user_version=user_version,
+        files=files,
+        dir_rows=dirs,
+        objects=objects,
+        signature=_read_signature(conn),
+        meta=_read_meta(conn, limits),
+        skills=_read_skills(conn, limits),
+        live_oids=_live_oids(conn, objects),
+    )
+
+
+def _live_oids(conn: sqlite3.Connection, objects: tuple[ObjectRow, ...]) -> dict[str, str | None]:
+    """Re-hash what every non-sqlar ROM object covers (small text; never a file BLOB)."""
+    live: dict[str, str | None] = {}
+    for obj in objects:
+        if obj.zone == "rom" and obj.kind != "sqlar" and obj.source_ref not in live:
+            value = read_live_value(conn, obj.source_ref)
+            live[obj.source_ref] = None if value is None else "sha256:" + sha256(value).hexdigest()
+    return live
+
+
+def _check_tables(conn: sqlite3.Connection) -> None:
+    rows = conn.execute(
+        "SELECT name, type, sql FROM sqlite_master WHERE name IN (%s)"
+        % ",".join("?" * len(TABLE_COLUMNS)),
+        tuple(TABLE_COLUMNS),
+    ).fetchall()
+    found: dict[str, tuple[str, str]] = {}
+    for name, kind, sql in rows:
+        if name in found:
+            raise MalformedError(f"schema defines {name} twice")
+        found[name] = (kind, sql or "")
+    for table, columns in TABLE_COLUMNS.items():
+        if table not in found:
+            raise MalformedError(f"missing table {table}")
+        kind, sql = found[table]
+        if kind != "table" or sql.lstrip().upper().startswith("CREATE VIRTUAL"):
+            raise MalformedError(f"{table} is a {kind if kind != 'table' else 'virtual table'}, "
+                                 "not a table")
+        info = conn.execute(f'PRAGMA table_xinfo("{table}")').fetchall()
+        names = [row[1] for row in info]
+        if any(row[6] != 0 for row in info):
+            raise MalformedError(f"table {table} has hidden or generated columns")
+        if sorted(names) != sorted(columns):
+            raise MalformedError(
+                f"table {table} has columns ({', '.join(names)}), expected ({', '.join(columns)})"
+            )
+
+
+def check_path(name: str, limits: Limits = DEFAULT_LIMITS) -> None:
+    """The reference's validPackagePath, with acxfs's length and depth bounds."""
+    if len(name.encode("utf-8", "surrogatepass")) > limits.max_name_bytes:
+        raise LimitError(f"path longer than {limits.max_name_bytes} bytes: {name[:80]!r}...")
+    if "\\" in name or "\x00" in name or name.startswith("/"):
+        raise MalformedError(f"unsafe path {name!r}")
+    segments = name.split("/")
+    if len(segments) > limits.max_depth:
+        raise LimitError(f"path deeper than {limits.max_depth} segments: {name!r}")
+    if len(segments) < 2 or segments[0] not in ZONES:
+        raise MalformedError(f"path outside rom/ and save/: {name!r}")
+    for segment in segments:
+        if not SEGMENT_RE.fullmatch(segment):
+            raise MalformedError(f"unsafe path {name!r}")
+
+
+def _read_sqlar(
+    conn: sqlite3.Connection, limits: Limits
+) -> tuple[tuple[SqlarRow, ...], tuple[str, ...]]:
+    (count,) = conn.execute("SELECT count(*) FROM sqlar").fetchone()
+    if count > limits.max_entries:
+        raise LimitError(f"sqlar has {count} rows, more than the limit of {limits.max_entries}")
+    files: list[SqlarRow] = []
+    dirs: list[str] = []
+    seen: set[str] = set()
+    query = (
+        "SELECT rowid, name, typeof(name), mode, typeof(mode), mtime, typeof(mtime), sz, "
+        "typeof(sz), length(data), typeof(data) FROM sqlar"
+    )
+    for rowid, name, name_t, mode, mode_t, mtime, mtime_t, sz, sz_t, dlen, data_t in conn.execute(
+        query
+    ):
+        if name_t != "text":
+            raise MalformedError(f"sqlar row {rowid} has a non-text name")
+        if name in seen:
+            raise MalformedError(f"duplicate sqlar name {name!r}")
+        seen.add(name)
+        if mode_t not in ("integer", "null") or mtime_t not in ("integer", "null"):
+            raise MalformedError(f"{name}: mode and mtime must be integers")
+        if sz_t != "integer" or data_t not in ("blob", "null"):
+            raise MalformedError(f"{name}: sz must be an integer and data a BLOB")
+        mode = 0o100644 if mode is None else mode
+        kind = mode & 0o170000
+        if kind == stat.S_IFDIR:
+            if name in ZONES:
+                continue
+            check_path(name, limits)
+            if dlen not in (None, 0):
+                raise MalformedError(f"{name}: a directory row holds data")
+            dirs.append(name)
+            continue
+        if kind not in (0, stat.S_IFREG):
+            raise MalformedError(f"{name}: not a regular file or directory (mode {mode:o})")
+        check_path(name, limits)
+        stored = dlen or 0
+        if sz < 0 or stored > sz or (data_t == "null" and sz > 0):
+            raise MalformedError(f"{name}: stored size {stored} does not fit sz {sz}")
+        if sz > limits.max_file_bytes:
+            raise LimitError(f"{name}: {sz} bytes, more than the per-file limit")
+        files.append(SqlarRow(rowid, name, mode & 0o7777, mtime or 0, sz, stored))
+    _check_conflicts(files, dirs)
+    return tuple(files), tuple(dirs)
+
+
+def _check_conflicts(files: list[SqlarRow], dirs: list[str]) -> None:
+    file_names = {row.name for row in files}
+    parents: set[str] = set(dirs)
+    for name in [*file_names, *dirs]:
+        parent = name.rpartition("/")[0]
+        while parent and parent not in parents:
+            parents.add(parent)
+            parent = parent.rpartition("/")[0]
+    clash = file_names & parents
+    if clash:
+        raise MalformedError(f"{sorted(clash)[0]} is both a file and a directory")
+
+
+def _read_objects(conn: sqlite3.Connection, limits: Limits) -> tuple[ObjectRow, ...]:
+    (count,) = conn.execute("SELECT count(*) FROM objects").fetchone()
+    if count > limits.max_objects:
+        raise LimitError(f"objects has {count} rows, more than the limit of {limits.max_objects}")
+    out = []
+    for oid, kind, ref, canon, zone, sz in conn.execute(
+        "SELECT oid, kind, source_ref, canon, zone, sz FROM objects"
+    ):
+        if not all(isinstance(v, str) for v in (oid, kind, ref, canon, zone)) or not isinstance(
+            sz, int
+        ):
+            raise MalformedError("objects row with a missing or mistyped column")
+        if kind not in OBJECT_KINDS or zone not in ZONES:
+            raise MalformedError(f"objects row {ref!r} has kind {kind!r} zone {zone!r}")
+        if not OID_RE.fullmatch(oid):
+            raise MalformedError(f"objects row {ref!r} has a malformed oid")
+        out.append(ObjectRow(oid, kind, ref, canon, zone, sz))
+    return tuple(out)
+
+
+def _read_signature(conn: sqlite3.Connection) -> SignatureRow | None:
+    row = conn.execute(
+        "SELECT sig_id, manifest_hash, envelope, keyid, public_key_pem, created_at "
+        "FROM signatures WHERE target='rom-manifest' ORDER BY created_at DESC LIMIT 1"
+    ).fetchone()
+    if row is None:
+        return None
+    sig_id, manifest_hash, envelope, keyid, pem, created = row
+    if not isinstance(envelope, str):
+        envelope = "" if envelope is None else str(envelope)
+    return SignatureRow(
+        str(sig_id), str(manifest_hash), envelope, str(keyid),
+        pem if isinstance(pem, str) else None, str(created),
+    )
+
+
+def _read_meta(conn: sqlite3.Connection, limits: Limits) -> dict[str, str]:
+    meta: dict[str, str] = {}
+    for key, value in conn.execute("SELECT key, value FROM cartridge"):
+        if isinstance(key, str) and isinstance(value, str) and len(value) <= limits.max_meta_bytes:
+            meta[key] = value
+    return meta
+
+
+def _read_skills(conn: sqlite3.Connection, limits: Limits) -> tuple[SkillIndexRow, ...]:
+    rows = []
+    for values in conn.execute(
+        "SELECT sqlar_path, name, description, license, compatibility, skill_version, "
+        "content_sha256, resources, ext FROM acx_skill"
+    ):
+        path, name, desc, lic, compat, version, sha, resources, ext = values
+        if not all(isinstance(v, str) for v in (path, name, desc, sha, resources)):
+            raise MalformedError("acx_skill row with a missing or mistyped column")
+        rows.append(
+            SkillIndexRow(
+                path, name, desc, _opt_str(lic), _opt_str(compat), _opt_str(version), sha,
+                resources, _opt_str(ext),
+            )
+        )
+    return tuple(rows)
+
+
+def _opt_str(value: object) -> str | None:
+    return value if isinstance(value, str) else None
+
+
+def read_live_value(conn: sqlite3.Connection, source_ref: str) -> bytes | None:
+    """The live bytes a non-sqlar object's digest covers (spec section 4), or None if absent."""
+    prefix, _, ident = source_ref.partition(":")
+    if prefix == "memory":
+        row = conn.execute("SELECT payload FROM memory WHERE id=?", (ident,)).fetchone()
+    elif prefix == "capability":
+        row = conn.execute("SELECT json FROM capabilities WHERE id=?", (ident,)).fetchone()
+    elif prefix == "cartridge":
+        row = conn.execute("SELECT value FROM cartridge WHERE key=?", (ident,)).fetchone()
+        if row is None or not isinstance(row[0], str):
+            return None
+        return canonical_bytes({"key": ident, "value": row[0]})
+    else:
+        return None
+    if row is None or not isinstance(row[0], str):
+        return None
+    return row[0].encode("utf-8", "surrogatepass")
+
+
+class ConnectionPool:
+    """Idle read-only connections handed to whichever thread needs one, returned after use.
+
+    libfuse's worker threads are short-lived native threads, so per-thread storage would open
+    a connection per request; a pool bounded by the number of concurrent readers does not.
+    """
+
+    def __init__(self, path: str, max_idle: int = 16) -> None:
+        self._path = path
+        self._idle: list[sqlite3.Connection] = []
+        self._lock = threading.Lock()
+        self._max_idle = max_idle
+        self._closed = False
+
+    @contextlib.contextmanager
+    def connection(self) -> Iterator[sqlite3.Connection]:
+        with self._lock:
+            conn = self._idle.pop() if self._idle else None
+        if conn is None:
+            conn = connect_readonly(self._path)
+        try:
+            yield conn
+        finally:
+            with self._lock:
+                keep = not self._closed and len(self._idle) < self._max_idle
+                if keep:
+                    self._idle.append(conn)
+            if not keep:
+                conn.close()
+
+    def close(self) -> None:
+        with self._lock:
+            self._closed = True
+            idle, self._idle = self._idle, []
+        for conn in idle:
+            conn.close()
+
+
+def blob_chunks(conn: sqlite3.Connection, rowid: int, stored_len: int, step: int) -> Iterator[bytes]:
+    """The stored BLOB of one sqlar row, read incrementally."""
+    if stored_len == 0:
+        return
+    with conn.blobopen("sqlar", "data", rowid, readonly=True) as blob:
+        if len(blob) != stored_len:
+            raise sqlite3.DatabaseError("BLOB changed size since it was checked")
+        while True:
+            chunk = blob.read(step)
+            if not chunk:
+                return
+            yield chunk
