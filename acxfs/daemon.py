@@ -1,0 +1,344 @@
+"""Mount lifecycle: pre-flight checks, the serving process, unmount, and the live-mount list.
+
+`mount` is called with a source that already passed its verdict.  It checks the mountpoint
+and FUSE itself, then (background mode) forks a child that serves in the foreground and
+reports through a pipe once the kernel has the mount; the parent returns only then, so every
+failure reaches the terminal with a non-zero exit.  The child unmounts on SIGINT, SIGTERM
+and SIGHUP (libfuse's handlers), removes a mountpoint it created, and logs start and stop.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import datetime as dt
+import hashlib
+import json
+import os
+import select
+import shutil
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from acxfs.content import ContentStore
+from acxfs.errors import EnvironmentProblem
+from acxfs.sources.base import Source
+from acxfs.verdict import Verdict
+
+READY_TIMEOUT = 60.0
+FSTYPE = "fuse.acxfs"
+
+
+def state_dir() -> Path:
+    base = os.environ.get("XDG_STATE_HOME") or os.path.join(
+        os.path.expanduser("~"), ".local", "state")
+    return Path(base) / "acxfs"
+
+
+def default_log_file() -> Path:
+    return state_dir() / "acxfs.log"
+
+
+def log_line(log_file: Path | None, message: str) -> None:
+    """Append one timestamped line; logging never stops the filesystem."""
+    if log_file is None:
+        return
+    stamp = dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    with contextlib.suppress(OSError):
+        log_file.parent.mkdir(parents=True, exist_ok=True)
+        with open(log_file, "a", encoding="utf-8") as handle:
+            handle.write(f"{stamp} [{os.getpid()}] {message}\n")
+
+
+@dataclass
+class MountState:
+    mountpoint: str
+    container: str
+    view: str
+    verdict: str
+    pid: int
+    created_mountpoint: bool
+    log_file: str | None
+
+
+def _state_path(mountpoint: str) -> Path:
+    key = hashlib.sha256(os.path.realpath(mountpoint).encode()).hexdigest()[:24]
+    return state_dir() / "mounts" / f"{key}.json"
+
+
+def write_state(state: MountState) -> None:
+    path = _state_path(state.mountpoint)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps(asdict(state), indent=2), encoding="utf-8")
+    os.replace(tmp, path)
+
+
+def read_state(mountpoint: str) -> MountState | None:
+    try:
+        doc = json.loads(_state_path(mountpoint).read_text(encoding="utf-8"))
+        return MountState(**doc)
+    except (OSError, ValueError, TypeError):
+        return None
+
+
+def clear_state(mountpoint: str) -> None:
+    with contextlib.suppress(OSError):
+        _state_path(mountpoint).unlink()
+
+
+def _unescape(field: str) -> str:
+    out, i = [], 0
+    while i < len(field):
+        if field[i] == "\\" and i + 3 < len(field) and field[i + 1 : i + 4].isdigit():
+            out.append(chr(int(field[i + 1 : i + 4], 8)))
+            i += 4
+        else:
+            out.append(field[i])
+            i += 1
+    return "".join(out)
+
+
+def live_mounts() -> list[tuple[str, str]]:
+    """(fsname, mountpoint) of every acxfs mount in /proc/mounts."""
+    found = []
+    with contextlib.suppress(OSError), open("/proc/mounts", encoding="utf-8") as handle:
+        for line in handle:
+            parts = line.split()
+            if len(parts) >= 3 and parts[2] == FSTYPE:
+                found.append((_unescape(parts[0]), _unescape(parts[1])))
+    return found
+
+
+def is_mounted(mountpoint: str) -> bool:
+    real = os.path.realpath(mountpoint)
+    with contextlib.suppress(OSError), open("/proc/mounts", encoding="utf-8") as handle:
+        for line in handle:
+            parts = line.split()
+            if len(parts) >= 2 and _unescape(parts[1]) == real:
+                return True
+    return False
+
+
+def prepare_mountpoint(mountpoint: str) -> bool:
+    """Check (or create) an empty directory to mount on; True when acxfs created it."""
+    if is_mounted(mountpoint):
+        raise EnvironmentProblem(f"{mountpoint} is already a mount point")
+    if not os.path.exists("/dev/fuse"):
+        raise EnvironmentProblem("/dev/fuse is missing: FUSE is not available on this machine")
+    try:
+        import fuse  # noqa: F401  (loads libfuse)
+    except (OSError, EnvironmentError, ImportError) as exc:
+        raise EnvironmentProblem(f"libfuse is not installed ({exc}); install fuse and "
+                                 "libfuse2") from exc
+    if os.path.lexists(mountpoint):
+        if not os.path.isdir(mountpoint) or os.path.islink(mountpoint):
+            raise EnvironmentProblem(f"{mountpoint} is not a directory")
+        try:
+            if os.listdir(mountpoint):
+                raise EnvironmentProblem(f"{mountpoint} is not empty")
+        except PermissionError as exc:
+            raise EnvironmentProblem(f"{mountpoint}: permission denied") from exc
+        return False
+    try:
+        os.makedirs(mountpoint)
+    except OSError as exc:
+        raise EnvironmentProblem(f"cannot create {mountpoint}: {exc.strerror}") from exc
+    return True
+
+
+def _fsname(container: str) -> str:
+    return "acxfs:" + os.path.abspath(container).replace("\\", "/").replace(",", "_")
+
+
+def serve(
+    source: Source, store: ContentStore, verdict: Verdict, root: str, mountpoint: str,
+    container: str, log_file: Path | None, on_ready: Callable[[], None],
+) -> None:
+    """Run the filesystem in this process until it is unmounted or signalled."""
+    from fuse import FUSE
+
+    from acxfs.fs import AcxOperations
+
+    ops = AcxOperations(source, store, verdict, root,
+                        log=lambda message: log_line(log_file, message), on_ready=on_ready)
+    FUSE(
+        ops, mountpoint, raw_fi=True, foreground=True, ro=True, default_permissions=True,
+        fsname=_fsname(container), subtype="acxfs",
+        attr_timeout=86400, entry_timeout=86400, negative_timeout=3600,
+        max_read=131072,
+    )
+
+
+def mount(
+    source: Source, store: ContentStore, verdict: Verdict, container: str, mountpoint: str,
+    root: str, view: str, foreground: bool, log_file: Path | None, created: bool,
+    announce: Callable[[str], None],
+) -> int:
+    """Mount and return once live (background) or once unmounted (foreground)."""
+    state = MountState(os.path.abspath(mountpoint), os.path.abspath(container), view,
+                       verdict.line, os.getpid(), created, str(log_file) if log_file else None)
+
+    def cleanup() -> None:
+        clear_state(mountpoint)
+        if created:
+            with contextlib.suppress(OSError):
+                os.rmdir(mountpoint)
+        log_line(log_file, f"stop: {mountpoint}")
+
+    if foreground:
+        def ready() -> None:
+            write_state(state)
+            log_line(log_file, f"start: {container} on {mountpoint} ({view}; {verdict.line})")
+            announce(f"mounted {container} on {mountpoint} ({view}); Ctrl-C to unmount")
+
+        try:
+            serve(source, store, verdict, root, mountpoint, container, log_file, ready)
+        except RuntimeError as exc:
+            raise EnvironmentProblem(f"mount failed on {mountpoint} ({exc})") from exc
+        finally:
+            cleanup()
+        return 0
+    return _mount_background(source, store, verdict, container, mountpoint, root, view,
+                             log_file, state, cleanup, announce)
+
+
+def _mount_background(
+    source: Source, store: ContentStore, verdict: Verdict, container: str, mountpoint: str,
+    root: str, view: str, log_file: Path | None, state: MountState,
+    cleanup: Callable[[], None], announce: Callable[[str], None],
+) -> int:
+    status_r, status_w = os.pipe()
+    err_r, err_w = os.pipe()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    pid = os.fork()
+    if pid == 0:  # the daemon
+        code = 1
+        try:
+            os.close(status_r)
+            os.close(err_r)
+            os.setsid()
+            devnull = os.open(os.devnull, os.O_RDWR)
+            os.dup2(devnull, 0)
+            os.dup2(err_w, 1)
+            os.dup2(err_w, 2)
+            state.pid = os.getpid()
+
+            def ready() -> None:
+                write_state(state)
+                log_line(log_file, f"start: {container} on {mountpoint} ({view}; {verdict.line})")
+                os.write(status_w, b"ok\n")
+                os.dup2(devnull, 1)
+                os.dup2(devnull, 2)
+                os.close(status_w)
+                os.close(err_w)
+
+            serve(source, store, verdict, root, mountpoint, container, log_file, ready)
+            code = 0
+        except BaseException as exc:  # noqa: BLE001 - report anything to the parent
+            with contextlib.suppress(OSError):
+                os.write(status_w, f"error: {exc}\n".encode())
+        finally:
+            with contextlib.suppress(BaseException):
+                cleanup()
+            os._exit(code)
+    os.close(status_w)
+    os.close(err_w)
+    message, errors = _wait_ready(status_r, err_r, pid)
+    if message == "ok":
+        deadline = time.monotonic() + 10
+        while not is_mounted(mountpoint) and time.monotonic() < deadline:
+            time.sleep(0.01)
+        announce(f"mounted {container} on {mountpoint} ({view}); pid {pid}; "
+                 f"unmount with: acxfs umount {mountpoint}")
+        return 0
+    with contextlib.suppress(ChildProcessError):
+        os.waitpid(pid, 0)
+    detail = errors.strip().splitlines()[-1] if errors.strip() else message.removeprefix("error: ")
+    log_line(log_file, f"refused: mount of {container} on {mountpoint} failed: {detail}")
+    raise EnvironmentProblem(f"mount failed on {mountpoint}: {detail or 'the daemon exited'}")
+
+
+def _wait_ready(status_r: int, err_r: int, pid: int) -> tuple[str, str]:
+    """Read the child's status line and anything it printed, until ready or it exits."""
+    status, errors = b"", b""
+    open_fds = {status_r, err_r}
+    deadline = time.monotonic() + READY_TIMEOUT
+    while status_r in open_fds and time.monotonic() < deadline:
+        readable, _, _ = select.select(list(open_fds), [], [], 0.5)
+        for fd in readable:
+            chunk = os.read(fd, 65536)
+            if not chunk:
+                open_fds.discard(fd)
+                os.close(fd)
+            elif fd == status_r:
+                status += chunk
+                if status.endswith(b"\n"):
+                    open_fds.discard(fd)
+                    os.close(fd)
+            else:
+                errors += chunk
+    for fd in open_fds:
+        if fd == err_r and status.startswith(b"error"):
+            with contextlib.suppress(OSError):
+                errors += os.read(fd, 65536)
+        os.close(fd)
+    if not status:
+        with contextlib.suppress(OSError):
+            os.kill(pid, 15)
+        return "error: the daemon did not become ready", errors.decode(errors="replace")
+    return status.decode(errors="replace").strip(), errors.decode(errors="replace")
+
+
+def umount(mountpoint: str, timeout: float = 15.0) -> str:
+    """Unmount an acxfs mount (live or stale), wait for its daemon, remove what acxfs made."""
+    state = read_state(mountpoint)
+    if not is_mounted(mountpoint):
+        if state is not None:
+            clear_state(mountpoint)
+        raise EnvironmentProblem(f"{mountpoint} is not mounted")
+    if not any(os.path.realpath(mountpoint) == mp for _, mp in live_mounts()):
+        raise EnvironmentProblem(f"{mountpoint} is not an acxfs mount")
+    tool = shutil.which("fusermount") or shutil.which("fusermount3")
+    commands = [[tool, "-u", mountpoint], [tool, "-uz", mountpoint]] if tool else []
+    if os.geteuid() == 0:
+        commands.append(["umount", "-l", mountpoint])
+    last = ""
+    for command in commands:
+        done = subprocess.run(command, capture_output=True, text=True, check=False)
+        if done.returncode == 0 and not is_mounted(mountpoint):
+            break
+        last = (done.stderr or done.stdout).strip()
+    else:
+        raise EnvironmentProblem(f"cannot unmount {mountpoint}: {last or 'unknown error'}")
+    if state is not None:
+        deadline = time.monotonic() + timeout
+        while _alive(state.pid) and time.monotonic() < deadline:
+            time.sleep(0.02)
+        if state.created_mountpoint:
+            with contextlib.suppress(OSError):
+                os.rmdir(mountpoint)
+        clear_state(mountpoint)
+    return f"unmounted {mountpoint}"
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    with contextlib.suppress(ChildProcessError):
+        done, _ = os.waitpid(pid, os.WNOHANG)
+        if done:
+            return False
+    try:
+        with open(f"/proc/{pid}/stat", encoding="ascii") as handle:
+            return handle.read().split(") ", 1)[1][:1] != "Z"
+    except OSError:
+        return False

@@ -1,0 +1,172 @@
+"""The `mount`, `umount` and `status` subcommands: views, policy messages, then the daemon.
+
+Views pick a root inside the verified tree by signed paths only: the whole container, one
+skill directory (`--skill`, or the mountpoint's name), or the skills directory (`--skills`).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from acxfs import verdict as v
+from acxfs.content import ContentStore
+from acxfs.errors import EnvironmentProblem
+
+
+def advice(verdict: v.Verdict, container: str) -> list[str]:
+    """How to proceed after a refusal, for the user to read."""
+    if verdict.trust == "portable" and not verdict.unverified:
+        lines = ["acxfs: refused: the signature is valid but its signer is not trusted here"]
+        if verdict.keyid:
+            lines.append(f"  keyid: {verdict.keyid}")
+        if verdict.publisher:
+            lines.append(f"  publisher: {verdict.publisher}")
+        lines.append(f"  to trust this signer: acxfs trust add {container}")
+        lines.append("  to mount it once without trusting it: add --min-trust portable")
+        return lines
+    if verdict.trust == "legacy" or verdict.unverified:
+        return ["acxfs: refused: no trusted signature; "
+                "--min-trust legacy mounts it and still checks each file against its recorded "
+                "digest (this catches corruption, not tampering)"]
+    if verdict.is_integrity_failure:
+        return ["acxfs: refused: this container will not be mounted"]
+    return []
+
+
+def _choose_view(args: argparse.Namespace, source: Any, announce: Callable[[str], None]) -> tuple[
+        str, str]:
+    skills_root: str = source.skills_root
+    skills = [n for n in source.tree.list(skills_root)
+              if (e := source.tree.lookup(f"{skills_root}/{n}")) and e.is_dir]
+    if args.skill and args.skills:
+        raise EnvironmentProblem("give --skill NAME or --skills, not both")
+    if args.skill:
+        if args.skill not in skills:
+            raise EnvironmentProblem(
+                f"no skill {args.skill!r} in {args.container}; it has: "
+                f"{', '.join(skills) or '(no skills)'}")
+        return f"{skills_root}/{args.skill}", f"skill {args.skill}"
+    if args.skills:
+        if source.tree.lookup(skills_root) is None:
+            raise EnvironmentProblem(f"{args.container} has no {skills_root}/ directory")
+        return skills_root, "skills"
+    name = os.path.basename(os.path.abspath(args.mountpoint))
+    if name in skills:
+        announce(f"acxfs: mounting skill {name} (the mountpoint's name); "
+                 "use --skills or --root-view to mount otherwise")
+        return f"{skills_root}/{name}", f"skill {name}"
+    parent = os.path.basename(os.path.dirname(os.path.abspath(args.mountpoint)))
+    if parent == "skills" and not args.root_view:
+        announce("acxfs: hint: this mountpoint is inside a skills/ directory; "
+                 "--skill NAME or --skills fits agent runtimes better")
+    return source.default_root, "container"
+
+
+def cmd_mount(args: argparse.Namespace) -> int:
+    from acxfs import daemon
+    from acxfs.cli import _trust
+    from acxfs.loader import open_source
+
+    log_file = Path(args.log_file) if args.log_file else daemon.default_log_file()
+
+    def announce(message: str) -> None:
+        print(message, file=sys.stderr)
+
+    from acxfs.errors import UntrustedError
+
+    try:
+        source, verdict = open_source(args.container, _trust(args), args.min_trust,
+                                      with_save=args.with_save)
+    except UntrustedError as exc:
+        verdict_line = str(exc.verdict)
+        daemon.log_line(log_file, f"refused: {args.container}: {verdict_line}")
+        raise
+    try:
+        root, view = _choose_view(args, source, announce)
+        if verdict.status != "verified":
+            warning = f"acxfs: warning: mounting below the default trust: {verdict.line}"
+            if verdict.trust == "legacy" or verdict.unverified:
+                warning += (" (each file is checked against its recorded digest: this catches "
+                            "corruption, not tampering)")
+            announce(warning)
+        if args.with_save:
+            announce("acxfs: warning: save/ is the unsigned SAVE zone; files without a recorded "
+                     "digest there cannot be read")
+        created = daemon.prepare_mountpoint(args.mountpoint)
+    except BaseException:
+        source.close()
+        raise
+
+    def on_tamper(exc: Exception) -> None:
+        daemon.log_line(log_file, f"tamper: {exc}")
+
+    store = ContentStore(source.raw_chunks, on_tamper=on_tamper)
+    try:
+        return daemon.mount(source, store, verdict, args.container, args.mountpoint, root, view,
+                            args.foreground, log_file, created, announce)
+    except BaseException:
+        if created:
+            try:
+                os.rmdir(args.mountpoint)
+            except OSError:
+                pass
+        raise
+
+
+def cmd_umount(args: argparse.Namespace) -> int:
+    from acxfs import daemon
+
+    print(daemon.umount(args.mountpoint))
+    return 0
+
+
+def cmd_status(args: argparse.Namespace) -> int:
+    from acxfs import daemon
+
+    mounts = daemon.live_mounts()
+    if not mounts:
+        print("no acxfs mounts")
+        return 0
+    for fsname, mountpoint in mounts:
+        state = daemon.read_state(mountpoint)
+        container = fsname.removeprefix("acxfs:")
+        if state is None:
+            print(f"{mountpoint}  {container}  (no state: started by another user or stale)")
+            continue
+        alive = "running" if daemon._alive(state.pid) else "STALE (daemon gone; acxfs umount)"
+        print(f"{mountpoint}  {state.container}  view={state.view}  pid={state.pid} {alive}")
+        print(f"  {state.verdict}")
+    return 0
+
+
+def add_commands(subs: Any, sub: Any, trust_options: Any, policy_options: Any) -> None:
+    p = sub(subs, "mount", "verify a container, then mount it read-only (FUSE)",
+            "acxfs mount research.acx ~/.claude/skills/expertise-designer\n"
+            "  acxfs mount research.acx /mnt/r --skills --min-trust portable", cmd_mount)
+    p.add_argument("container", metavar="CART")
+    p.add_argument("mountpoint", metavar="MOUNTPOINT")
+    view = p.add_argument_group("view (default: the whole ROM under rom/, or the skill named "
+                                "like the mountpoint)")
+    view.add_argument("--skill", metavar="NAME", help="mount rom/skills/NAME as the root")
+    view.add_argument("--skills", action="store_true", help="mount rom/skills/ as the root")
+    view.add_argument("--root-view", action="store_true",
+                      help="mount the whole container even inside a skills/ directory")
+    view.add_argument("--with-save", action="store_true",
+                      help="add the unsigned SAVE zone as save/ (explicit opt-in)")
+    p.add_argument("-f", "--foreground", action="store_true", help="stay attached until unmounted")
+    p.add_argument("--log-file", metavar="PATH",
+                   help="log refusals, tampering, start and stop (default: "
+                   "$XDG_STATE_HOME/acxfs/acxfs.log)")
+    policy_options(p)
+    trust_options(p)
+
+    p = sub(subs, "umount", "unmount an acxfs mount (also a stale one) and stop its daemon",
+            "acxfs umount ~/.claude/skills/expertise-designer", cmd_umount)
+    p.add_argument("mountpoint", metavar="MOUNTPOINT")
+    sub(subs, "status", "list live acxfs mounts with their container, view and verdict",
+        "acxfs status", cmd_status)

@@ -1,0 +1,230 @@
+"""The FUSE operations: map mount paths to verified entries, serve bytes only via ContentStore.
+
+This module reads no container itself.  Metadata comes from the source's verified tree;
+content comes from `ContentStore.get`, which returns only bytes whose sha256 matched the
+signed digest.  A failed check is EIO for that file (and one log line); every write-type
+operation is EROFS; an unexpected failure is a logged EIO, never a crash of the daemon.
+"""
+
+from __future__ import annotations
+
+import errno
+import functools
+import json
+import os
+import stat
+import threading
+from collections.abc import Callable, Iterator
+from typing import Any, TypeVar
+
+from fuse import FuseOSError, Operations
+
+from acxfs.content import ContentStore, VerifiedBlob
+from acxfs.errors import TamperError
+from acxfs.sources.base import Entry, Source
+from acxfs.verdict import Verdict
+
+F = TypeVar("F", bound=Callable[..., Any])
+BLOCK = 128 * 1024
+XATTR_ROOT = ("user.acx.trust", "user.acx.verdict", "user.acx.keyid", "user.acx.publisher",
+              "user.acx.stats")
+
+
+def _guard(func: F) -> F:
+    """Turn any failure other than an intended errno into a logged EIO."""
+
+    @functools.wraps(func)
+    def wrapper(self: AcxOperations, *args: Any) -> Any:
+        try:
+            return func(self, *args)
+        except FuseOSError:
+            raise
+        except TamperError as exc:
+            raise FuseOSError(errno.EIO) from exc
+        except Exception as exc:  # noqa: BLE001 - the daemon must keep serving
+            self.log(f"error in {func.__name__}{args[:1]}: {type(exc).__name__}: {exc}")
+            raise FuseOSError(errno.EIO) from exc
+
+    return wrapper  # type: ignore[return-value]
+
+
+class AcxOperations(Operations):  # type: ignore[misc]
+    """A read-only view of `source.tree` rooted at `root` (a tree path, '' for all)."""
+
+    use_ns = True
+
+    def __init__(
+        self, source: Source, store: ContentStore, verdict: Verdict, root: str = "",
+        log: Callable[[str], None] = lambda message: None,
+        on_ready: Callable[[], None] = lambda: None,
+    ) -> None:
+        self.source = source
+        self.tree = source.tree
+        self.store = store
+        self.verdict = verdict
+        self.root = root.strip("/")
+        self.log = log
+        self._on_ready = on_ready
+        self._uid, self._gid = os.getuid(), os.getgid()
+        self._attrs: dict[str, dict[str, int]] = {}
+        self._handles: dict[int, VerifiedBlob] = {}
+        self._next_fh = 1
+        self._lock = threading.Lock()
+        self._total = sum(e.size for e in self.tree.files(self.root))
+        self._count = sum(1 for _ in self.tree.files(self.root)) if self.root else len(
+            self.tree.entries)
+
+    # --- lifecycle ---------------------------------------------------------------------
+
+    def init(self, path: str) -> None:
+        self._on_ready()
+
+    def destroy(self, path: str) -> None:
+        self.source.close()
+
+    # --- metadata ----------------------------------------------------------------------
+
+    def _entry(self, path: str) -> Entry:
+        rel = path.strip("/")
+        full = f"{self.root}/{rel}" if self.root and rel else (rel or self.root)
+        entry = self.tree.lookup(full)
+        if entry is None:
+            raise FuseOSError(errno.ENOENT)
+        return entry
+
+    def _stat(self, entry: Entry) -> dict[str, int]:
+        cached = self._attrs.get(entry.path)
+        if cached is not None:
+            return cached
+        ns = entry.mtime * 1_000_000_000
+        if entry.is_dir:
+            subdirs = sum(
+                1 for n in self.tree.list(entry.path)
+                if (e := self.tree.lookup(f"{entry.path}/{n}" if entry.path else n)) and e.is_dir
+            )
+            nlink, size = 2 + subdirs, 0
+        else:
+            nlink, size = 1, entry.size
+        attrs = {
+            "st_mode": entry.mode, "st_nlink": nlink, "st_size": size,
+            "st_uid": self._uid, "st_gid": self._gid,
+            "st_atime": ns, "st_mtime": ns, "st_ctime": ns,
+            "st_blocks": (size + 511) // 512, "st_blksize": BLOCK,
+        }
+        self._attrs[entry.path] = attrs
+        return attrs
+
+    @_guard
+    def getattr(self, path: str, fh: object = None) -> dict[str, int]:
+        return self._stat(self._entry(path))
+
+    @_guard
+    def readdir(self, path: str, fh: object) -> Iterator[tuple[str, dict[str, int] | None, int]]:
+        entry = self._entry(path)
+        if not entry.is_dir:
+            raise FuseOSError(errno.ENOTDIR)
+        items: list[tuple[str, dict[str, int] | None, int]] = [
+            (".", self._stat(entry), 0), ("..", None, 0)
+        ]
+        for name in self.tree.list(entry.path):
+            child = self.tree.lookup(f"{entry.path}/{name}" if entry.path else name)
+            if child is not None:
+                items.append((name, self._stat(child), 0))
+        return iter(items)
+
+    @_guard
+    def access(self, path: str, amode: int) -> int:
+        entry = self._entry(path)
+        if amode & os.W_OK:
+            raise FuseOSError(errno.EROFS)
+        if amode & os.X_OK and not entry.mode & 0o111:
+            raise FuseOSError(errno.EACCES)
+        return 0
+
+    @_guard
+    def statfs(self, path: str) -> dict[str, int]:
+        return {
+            "f_bsize": BLOCK, "f_frsize": BLOCK, "f_blocks": (self._total + BLOCK - 1) // BLOCK,
+            "f_bfree": 0, "f_bavail": 0, "f_files": self._count, "f_ffree": 0, "f_favail": 0,
+            "f_namemax": 255, "f_flag": os.ST_RDONLY,
+        }
+
+    # --- extended attributes -----------------------------------------------------------
+
+    def _xattrs(self, entry: Entry) -> dict[str, bytes]:
+        found: dict[str, bytes] = {}
+        if not entry.is_dir and entry.digest is not None:
+            found["user.acx.oid"] = ("sha256:" + entry.digest.hex()).encode()
+        if entry.path == self.root:
+            v = self.verdict
+            found["user.acx.trust"] = v.trust.encode()
+            found["user.acx.verdict"] = v.line.encode()
+            if v.keyid:
+                found["user.acx.keyid"] = v.keyid.encode()
+            if v.publisher:
+                found["user.acx.publisher"] = v.publisher.encode()
+            stats = self.store.stats
+            found["user.acx.stats"] = json.dumps({
+                "blobs_inflated": stats.blobs_inflated, "bytes_verified": stats.bytes_verified,
+                "tamper_events": stats.tamper_events, "cache_hits": stats.cache_hits,
+                "cache_misses": stats.cache_misses, "open_handles": len(self._handles),
+            }, sort_keys=True).encode()
+        return found
+
+    @_guard
+    def getxattr(self, path: str, name: str, position: int = 0) -> bytes:
+        value = self._xattrs(self._entry(path)).get(name)
+        if value is None:
+            raise FuseOSError(errno.ENODATA)
+        return value
+
+    @_guard
+    def listxattr(self, path: str) -> list[str]:
+        return sorted(self._xattrs(self._entry(path)))
+
+    # --- content -----------------------------------------------------------------------
+
+    @_guard
+    def open(self, path: str, fi: Any) -> int:
+        entry = self._entry(path)
+        if fi.flags & (os.O_WRONLY | os.O_RDWR | os.O_TRUNC | os.O_APPEND | os.O_CREAT):
+            raise FuseOSError(errno.EROFS)
+        if entry.is_dir:
+            raise FuseOSError(errno.EISDIR)
+        try:
+            blob = self.store.get(entry)
+        except TamperError as exc:
+            self.log(f"tamper: {exc}")
+            raise FuseOSError(errno.EIO) from exc
+        with self._lock:
+            fh = self._next_fh
+            self._next_fh += 1
+            self._handles[fh] = blob
+        fi.fh = fh
+        fi.keep_cache = 1  # verified, immutable content: the kernel may keep its pages
+        return 0
+
+    @_guard
+    def read(self, path: str, size: int, offset: int, fi: Any) -> bytes:
+        blob = self._handles.get(fi.fh)
+        if blob is None:
+            raise FuseOSError(errno.EBADF)
+        return blob.read(offset, size)
+
+    @_guard
+    def release(self, path: str, fi: Any) -> int:
+        with self._lock:
+            self._handles.pop(fi.fh, None)
+        return 0
+
+    # --- everything that would write -----------------------------------------------------
+
+    def _readonly(self, *args: object) -> int:
+        raise FuseOSError(errno.EROFS)
+
+    chmod = chown = create = mkdir = mknod = rename = rmdir = symlink = _readonly
+    truncate = unlink = utimens = write = link = setxattr = removexattr = _readonly
+
+
+def file_type_ok(mode: int) -> bool:
+    return stat.S_ISREG(mode) or stat.S_ISDIR(mode)

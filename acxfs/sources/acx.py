@@ -1,0 +1,52 @@
+"""The ACX cartridge source: a VerifiedCartridge's tree plus its BLOBs, read by row id.
+
+Built only from a `VerifiedCartridge`; the stored bytes it yields go to `acxfs.content`,
+which releases them only after their sha256 matched the entry's digest.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from acxfs.cartridge import VerifiedCartridge
+from acxfs.limits import DEFAULT_LIMITS, Limits
+from acxfs.sources.acx_file import ConnectionPool, blob_chunks
+from acxfs.sources.base import Entry, Tree, build_tree
+
+
+class CartridgeSource:
+    """Serves one verified cartridge; `with_save` adds the unsigned SAVE zone beside rom/."""
+
+    format = "acx"
+
+    def __init__(
+        self, cartridge: VerifiedCartridge, *, with_save: bool = False,
+        limits: Limits = DEFAULT_LIMITS,
+    ) -> None:
+        self.cartridge = cartridge
+        self.verdict = cartridge.verdict
+        self.label = cartridge.rows.path
+        self._limits = limits
+        self._pool = ConnectionPool(cartridge.rows.path)
+        self.tree: Tree = cartridge.tree
+        if with_save:
+            files = [e for e in cartridge.tree.entries.values() if not e.is_dir]
+            files += [e for e in cartridge.save_tree.entries.values() if not e.is_dir]
+            dirs = [p for p, e in cartridge.tree.entries.items() if e.is_dir and p]
+            dirs += [p for p, e in cartridge.save_tree.entries.items() if e.is_dir and p]
+            self.tree = build_tree(files, [*dirs, "save"], cartridge.tree.dir_mtime)
+
+    @property
+    def skills_root(self) -> str:
+        return "rom/skills"
+
+    @property
+    def default_root(self) -> str:
+        return ""
+
+    def raw_chunks(self, entry: Entry) -> Iterator[bytes]:
+        with self._pool.connection() as conn:
+            yield from blob_chunks(conn, entry.ref, entry.stored_size, self._limits.chunk_bytes)
+
+    def close(self) -> None:
+        self._pool.close()

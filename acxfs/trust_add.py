@@ -1,0 +1,76 @@
+"""`acxfs trust add`: pin the key that signed an intact container, or a public key file.
+
+A container's key is pinned only after its signature verified with that key and its
+integrity checks passed: acxfs never pins the key of a tampered or unsigned container.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from acxfs.errors import EnvironmentProblem
+from acxfs.keys import PublicKey, load_public_key_file
+from acxfs.loader import check, detect_format
+from acxfs.trust import TrustContext, add_pin, valid_publisher
+
+
+def _container_key(path: str) -> tuple[PublicKey, str | None]:
+    with open(path, "rb") as handle:
+        head = handle.read(16)
+    if not (head.startswith(b"SQLite format 3") or head.startswith(b"PK")):
+        raise EnvironmentProblem(f"{path}: neither a container nor a public key file")
+    report = check(path, TrustContext())
+    verdict = report.verdict
+    if verdict.is_integrity_failure:
+        raise EnvironmentProblem(f"will not pin the key of {path}: {verdict.line}")
+    if verdict.trust == "legacy":
+        raise EnvironmentProblem(f"{path} is unsigned; there is no key to pin")
+    if verdict.unverified or verdict.keyid is None:
+        raise EnvironmentProblem(
+            f"{path} carries no public key for {verdict.keyid}; pin the signer's key file "
+            "instead: acxfs trust add KEY.pub.pem --publisher ID"
+        )
+    key = report_key(report, verdict.keyid)
+    return key, verdict.publisher
+
+
+def report_key(report: object, keyid: str) -> PublicKey:
+    from acxfs.loader import Report
+
+    assert isinstance(report, Report)
+    if report.format == "azp":
+        from acxfs.sources import azp
+
+        return azp.signer_key(report, keyid)
+    assert report.cartridge is not None and report.cartridge.rows is not None
+    sig = report.cartridge.rows.signature
+    assert sig is not None and sig.public_key_pem is not None
+    from acxfs.keys import public_key_from_pem
+
+    key = public_key_from_pem(sig.public_key_pem)
+    if key.keyid != keyid:
+        raise EnvironmentProblem("the verified signer is not the embedded key")
+    return key
+
+
+def pin_from(source: str, publisher: str | None) -> tuple[str, str | None, Path]:
+    """Pin the key of `source`; returns (keyid, publisher, pin file)."""
+    if publisher is not None and not valid_publisher(publisher):
+        raise EnvironmentProblem(f"publisher {publisher!r} is not a reverse-DNS name")
+    if not Path(source).is_file():
+        raise EnvironmentProblem(f"{source}: no such file")
+    try:
+        with open(source, "rb") as handle:
+            head = handle.read(16)
+    except OSError as exc:
+        raise EnvironmentProblem(f"{source}: cannot read ({exc.strerror})") from exc
+    if head.startswith(b"SQLite format 3") or detect_format(source) == "azp":
+        key, signed_publisher = _container_key(source)
+        chosen = publisher or signed_publisher
+        note = f"pinned from {Path(source).name}"
+    else:
+        key = load_public_key_file(source)
+        chosen = publisher
+        note = f"pinned from key file {Path(source).name}"
+    path = add_pin(key, chosen, note)
+    return key.keyid, chosen, path

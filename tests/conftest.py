@@ -1,0 +1,164 @@
+"""Shared fixtures: isolated user state, signing keys, cartridges built by the independent
+writer (``cartwriter``), and an in-process CLI runner."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from pathlib import Path
+from typing import Any, NamedTuple
+
+import cartwriter as cw
+import pytest
+
+# Tests run from the repo root (/work/main); shared fixtures live in /work/shared/fixtures.
+FIXTURES = Path(__file__).resolve().parent.parent.parent / "shared" / "fixtures"
+REAL = FIXTURES / "real"
+
+PUBLISHER = "io.github.example"
+
+SKILL_MD = b"""---
+name: demo-skill
+description: A small demo skill used by the acxfs tests. Use it when testing acxfs.
+license: Apache-2.0
+metadata:
+  version: 1.0.0
+---
+
+# Demo skill
+
+Read `references/guide.md`, then run `scripts/run.sh`.
+"""
+
+DEMO_FILES: dict[str, bytes] = {
+    "rom/skills/demo-skill/SKILL.md": SKILL_MD,
+    "rom/skills/demo-skill/references/guide.md": b"# Guide\n\nStep one: read. Step two: run.\n",
+    "rom/skills/demo-skill/scripts/run.sh": b"#!/bin/sh\necho 'demo skill ran'\n",
+    "rom/knowledge/NOTES.md": b"# Notes\n\nThese notes are signed ROM content.\n",
+}
+DEMO_CAPABILITIES: dict[str, str] = {
+    "cap-demo": cw.jcs(
+        {
+            "id": "cap-demo",
+            "schemaVersion": "acx.capability/1",
+            "taskType": "implement-feature",
+            "stack": ["pkg:generic/demo"],
+        }
+    ).decode(),
+}
+DEMO_MEMORIES: dict[str, str] = {
+    "m1": cw.jcs({"id": "m1", "title": "demo memory", "zone": "rom"}).decode(),
+}
+
+_DEFAULT: Any = object()
+
+
+class CliResult(NamedTuple):
+    """What ``acxfs.cli.main`` did: exit code and captured output."""
+
+    code: int
+    out: str
+    err: str
+
+    @property
+    def verdict(self) -> str:
+        """The first line of stdout (``verify``'s verdict line)."""
+        return self.out.splitlines()[0] if self.out else ""
+
+
+@pytest.fixture(autouse=True)
+def isolated_user_state(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """Point every piece of per-user state into tmp_path. The trust dir is NOT created (a
+    first run must cope with its absence); the XDG dirs exist, as on a real system."""
+    trust = tmp_path / "trust"
+    for name, value in {
+        "ACXFS_TRUST_DIR": trust,
+        "XDG_CONFIG_HOME": tmp_path / "xdg-config",
+        "XDG_STATE_HOME": tmp_path / "xdg-state",
+        "XDG_CACHE_HOME": tmp_path / "xdg-cache",
+        "HOME": tmp_path / "home",
+    }.items():
+        if name != "ACXFS_TRUST_DIR":
+            value.mkdir()
+        monkeypatch.setenv(name, str(value))
+    return trust
+
+
+@pytest.fixture
+def signer() -> cw.Signer:
+    """The publisher key of the cartridges make_cartridge builds."""
+    return cw.new_signer(bytes(range(32)))
+
+
+@pytest.fixture
+def other_signer() -> cw.Signer:
+    """An unrelated key (an attacker's, or another publisher's)."""
+    return cw.new_signer(bytes(range(100, 132)))
+
+
+@pytest.fixture
+def make_cartridge(tmp_path: Path, signer: cw.Signer) -> Callable[..., Path]:
+    """Factory: ``make_cartridge(name="demo.acx", *, signer=<signer>, files=DEMO_FILES, **kw)``
+    builds a signed cartridge in tmp_path with the demo skill, its references/ and scripts/,
+    rom/knowledge/NOTES.md, one capability and one memory. ``signer=None`` leaves it unsigned;
+    other keywords go to ``cartwriter.build_cartridge``."""
+
+    default_signer = signer
+
+    def make(
+        name: str = "demo.acx",
+        *,
+        signer: cw.Signer | None = _DEFAULT,
+        files: dict[str, bytes] | None = None,
+        **kw: Any,
+    ) -> Path:
+        kw.setdefault("publisher", PUBLISHER)
+        kw.setdefault("capabilities", DEMO_CAPABILITIES)
+        kw.setdefault("memories", DEMO_MEMORIES)
+        return cw.build_cartridge(
+            tmp_path / name,
+            DEMO_FILES if files is None else files,
+            signer=default_signer if signer is _DEFAULT else signer,
+            **kw,
+        )
+
+    return make
+
+
+@pytest.fixture
+def make_registry(tmp_path: Path) -> Callable[..., Path]:
+    """Factory: ``make_registry(entries, name="registry.json")`` writes an
+    acx.trust-registry/1 file in tmp_path and returns its path."""
+
+    def make(entries: Iterable[dict[str, Any]], name: str = "registry.json") -> Path:
+        path = tmp_path / name
+        path.write_text(cw.registry_json(entries), encoding="utf-8")
+        return path
+
+    return make
+
+
+@pytest.fixture
+def trusted_registry(make_registry: Callable[..., Path], signer: cw.Signer) -> Path:
+    """A registry holding ``signer`` as an active, eligible key of io.github.example."""
+    return make_registry([cw.registry_entry(signer, PUBLISHER)], "trusted.registry.json")
+
+
+@pytest.fixture
+def run_cli(capsys: pytest.CaptureFixture[str]) -> Callable[..., CliResult]:
+    """``run_cli("verify", path, ...)`` runs ``acxfs.cli.main(argv)`` in-process and returns a
+    CliResult (code, out, err); arguments are str()-ed. acxfs is imported lazily so that the
+    suite collects while the package is being written. A SystemExit (argparse) is turned into
+    its exit code."""
+
+    def run(*argv: object) -> CliResult:
+        from acxfs.cli import main
+
+        capsys.readouterr()
+        try:
+            code = main([str(a) for a in argv])
+        except SystemExit as e:
+            code = e.code if isinstance(e.code, int) else (0 if e.code is None else 2)
+        out, err = capsys.readouterr()
+        return CliResult(code, out, err)
+
+    return run
