@@ -65,7 +65,8 @@ class MountState:
 
 
 def _state_path(mountpoint: str) -> Path:
-    key = hashlib.sha256(os.path.realpath(mountpoint).encode()).hexdigest()[:24]
+    # Never resolve a path inside a live mount from its own daemon: that would deadlock.
+    key = hashlib.sha256(canonical(mountpoint).encode()).hexdigest()[:24]
     return state_dir() / "mounts" / f"{key}.json"
 
 
@@ -113,8 +114,14 @@ def live_mounts() -> list[tuple[str, str]]:
     return found
 
 
+def canonical(mountpoint: str) -> str:
+    """The mountpoint as /proc/mounts shows it, resolving its parents but never itself."""
+    absolute = os.path.abspath(mountpoint)
+    return os.path.join(os.path.realpath(os.path.dirname(absolute)), os.path.basename(absolute))
+
+
 def is_mounted(mountpoint: str) -> bool:
-    real = os.path.realpath(mountpoint)
+    real = canonical(mountpoint)
     with contextlib.suppress(OSError), open("/proc/mounts", encoding="utf-8") as handle:
         for line in handle:
             parts = line.split()
@@ -179,7 +186,8 @@ def mount(
     announce: Callable[[str], None],
 ) -> int:
     """Mount and return once live (background) or once unmounted (foreground)."""
-    state = MountState(os.path.abspath(mountpoint), os.path.abspath(container), view,
+    mountpoint = canonical(mountpoint)
+    state = MountState(mountpoint, os.path.abspath(container), view,
                        verdict.line, os.getpid(), created, str(log_file) if log_file else None)
 
     def cleanup() -> None:
@@ -301,7 +309,7 @@ def umount(mountpoint: str, timeout: float = 15.0) -> str:
         if state is not None:
             clear_state(mountpoint)
         raise EnvironmentProblem(f"{mountpoint} is not mounted")
-    if not any(os.path.realpath(mountpoint) == mp for _, mp in live_mounts()):
+    if not any(canonical(mountpoint) == mp for _, mp in live_mounts()):
         raise EnvironmentProblem(f"{mountpoint} is not an acxfs mount")
     tool = shutil.which("fusermount") or shutil.which("fusermount3")
     commands = [[tool, "-u", mountpoint], [tool, "-uz", mountpoint]] if tool else []
