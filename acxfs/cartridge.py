@@ -193,12 +193,13 @@ def _check_rows(
         raise _tampered(f"Signed statement is not an ACX cartridge attestation ({exc}).") from exc
 
     for obj in rows.objects:
-        if obj.zone == "rom" and obj.kind != "sqlar" and rows.live_oids.get(obj.source_ref) != obj.oid:
+        live = rows.live_oids.get(obj.source_ref)
+        if obj.zone == "rom" and obj.kind != "sqlar" and live != obj.oid:
             raise _tampered(v.CONTENT_DIVERGES)
     computed = manifest_hash(rows.objects)
     if statement.subject_digest != computed.removeprefix("sha256:"):
         raise _tampered(v.MANIFEST_MISMATCH)
-    recorded = [sig.manifest_hash, rows.meta.get("acx.rom_manifest_hash")]
+    recorded: list[object] = [sig.manifest_hash, rows.meta.get("acx.rom_manifest_hash")]
     recorded += [statement.predicate.get(k) for k in ("manifestHash", "romDigest")
                  if k in statement.predicate]
     if any(value != computed for value in recorded):
@@ -230,11 +231,11 @@ def _check_exact_rom(rows: CartridgeRows) -> None:
             covering[obj.source_ref] = obj
     rom_files = {row.name: row for row in rows.files if row.zone == "rom"}
     for name, row in rom_files.items():
-        obj = covering.get(name)
-        if obj is None:
+        signed = covering.get(name)
+        if signed is None:
             raise _tampered(f"{name} is not covered by the signed manifest.")
-        if obj.sz != row.sz:
-            raise _tampered(f"{name} has size {row.sz}, but the signed manifest says {obj.sz}.")
+        if signed.sz != row.sz:
+            raise _tampered(f"{name} has size {row.sz}, but the signed manifest says {signed.sz}.")
     for ref in covering:
         if ref not in rom_files:
             raise _tampered(f"{ref} is in the signed manifest but not in the ROM.")
@@ -258,7 +259,9 @@ def _epoch(timestamp: str | None) -> int:
     return int(parsed.timestamp()) if parsed else 0
 
 
-def _report(rows: CartridgeRows, verdict: v.Verdict, statement: Statement | None) -> CartridgeReport:
+def _report(
+    rows: CartridgeRows, verdict: v.Verdict, statement: Statement | None
+) -> CartridgeReport:
     """Build the verified trees: ROM files with their object digests, SAVE files likewise."""
     signed_at = _epoch(statement.signed_at if statement else None)
     digests: dict[tuple[str, str], bytes] = {}

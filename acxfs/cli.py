@@ -321,8 +321,9 @@ def cmd_extract(args: argparse.Namespace) -> int:
             root = f"{source.skills_root}/{args.skill}"
             entry = source.tree.lookup(root)
             if entry is None or not entry.is_dir:
-                raise EnvironmentProblem(f"no skill {args.skill!r} in {args.container} "
-                                         f"(skills: {', '.join(source.tree.list(source.skills_root))})")
+                have = ", ".join(source.tree.list(source.skills_root))
+                raise EnvironmentProblem(
+                    f"no skill {args.skill!r} in {args.container} (skills: {have})")
         dest.parent.mkdir(parents=True, exist_ok=True)
         staging = Path(tempfile.mkdtemp(prefix=f".{dest.name}.acxfs-", dir=dest.parent))
         try:

@@ -92,9 +92,8 @@ class _Sink:
             self._mem += data
             return
         if self._file is None:
-            handle = tempfile.TemporaryFile(dir=self._spill_dir)
-            self._file = os.dup(handle.fileno())
-            handle.close()
+            with tempfile.TemporaryFile(dir=self._spill_dir) as handle:
+                self._file = os.dup(handle.fileno())
         view = memoryview(data)
         while view:
             view = view[os.write(self._file, view) :]
@@ -185,7 +184,7 @@ def verify_content(
             head = chunk[:2]
             break
         attempts = [15, -15] if looks_like_zlib(head) else [-15, 15]
-    problem = "does not match its signed sha256"
+    problem = ""
     for wbits in attempts:
         sink = _Sink(entry.size, limits.memory_spill_bytes, spill_dir)
         hasher = hashlib.sha256()
@@ -193,7 +192,7 @@ def verify_content(
             _inflate_into(open_chunks(), wbits, entry.size, sink, hasher, limits.chunk_bytes)
         except _StreamError as exc:
             sink.discard()
-            problem = str(exc)
+            problem = problem or str(exc)  # the likelier codec's reason is the one to report
             continue
         except BaseException:
             sink.discard()
@@ -201,7 +200,7 @@ def verify_content(
         if hmac.compare_digest(hasher.digest(), entry.digest):
             return sink.finish()
         sink.discard()
-        problem = "does not match its signed sha256"
+        problem = problem or "does not match its signed sha256"
     raise TamperError(f"{entry.path} {problem}", entry.path)
 
 
@@ -272,9 +271,9 @@ class ContentStore:
         self._cached_bytes += weight
         # Spilled blobs cost a descriptor, not memory: keep at most a few of them.
         spilled = [p for p, b in self._cache.items() if not isinstance(b, MemoryBlob)]
-        for old in spilled[:-8]:
-            self._cache.pop(old)  # closed by the garbage collector once no reader holds it
+        for stale in spilled[:-8]:
+            self._cache.pop(stale)  # closed by the garbage collector once no reader holds it
         while self._cached_bytes > self._limits.cache_bytes and len(self._cache) > 1:
-            old_path, old = self._cache.popitem(last=False)
-            if isinstance(old, MemoryBlob):
-                self._cached_bytes -= old.size
+            _, evicted = self._cache.popitem(last=False)
+            if isinstance(evicted, MemoryBlob):
+                self._cached_bytes -= evicted.size

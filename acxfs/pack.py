@@ -135,7 +135,8 @@ def collect_skill(skill_dir: Path) -> list[SourceFile]:
     files: list[SourceFile] = []
     for root, dirnames, filenames in os.walk(skill_dir):
         dirnames.sort()
-        for name in sorted(filenames) + [d for d in dirnames if os.path.islink(os.path.join(root, d))]:
+        linked_dirs = [d for d in dirnames if os.path.islink(os.path.join(root, d))]
+        for name in sorted(filenames) + linked_dirs:
             full = Path(root) / name
             rel = full.relative_to(skill_dir).as_posix()
             sqlar_name = f"rom/skills/{dirname}/{rel}"
@@ -277,8 +278,8 @@ def pack(
 
 def _write(
     output: Path, files: list[SourceFile], objects: list[ObjectRow], meta: dict[str, str],
-    index: list[IndexRow], envelope: str, rom_hash: str, key: PrivateKey, signed_at: str, mtime: int,
-    deflate: Deflate, sqlar_dirs: bool,
+    index: list[IndexRow], envelope: str, rom_hash: str, key: PrivateKey, signed_at: str,
+    mtime: int, deflate: Deflate, sqlar_dirs: bool,
 ) -> None:
     output = output.resolve()
     if output.is_dir():

@@ -264,17 +264,17 @@ def load_trust(
     ctx = TrustContext()
     reg_dir = store / "registries"
     if reg_dir.is_dir():
-        for path in sorted(reg_dir.glob("*.json")):
-            ctx.registry.extend(load_registry_file(path, limits))
-    for path in registries:
-        ctx.registry.extend(load_registry_file(path, limits))
+        for installed in sorted(reg_dir.glob("*.json")):
+            ctx.registry.extend(load_registry_file(installed, limits))
+    for given in registries:
+        ctx.registry.extend(load_registry_file(given, limits))
     pin_dir = store / "pins"
     if pin_dir.is_dir():
-        for path in sorted(pin_dir.glob("*.json")):
-            ctx.pins.append(_load_pin(path))
-    for path in trust_keys:
-        key = load_public_key_file(path)
-        ctx.pins.append(Pin(key.keyid, key, None, path))
+        for pin_file in sorted(pin_dir.glob("*.json")):
+            ctx.pins.append(_load_pin(pin_file))
+    for key_file in trust_keys:
+        key = load_public_key_file(key_file)
+        ctx.pins.append(Pin(key.keyid, key, None, key_file))
     local_pub = store / LOCAL_PUBLIC
     if local_pub.is_file():
         key = load_public_key_file(str(local_pub))

@@ -40,7 +40,8 @@ TABLE_COLUMNS: dict[str, tuple[str, ...]] = {
         "body_tokens", "content_sha256", "resources", "ext", "schema_version",
     ),
     "memory": (
-        "id", "zone", "artifact_fingerprint", "codebase_fingerprint", "payload", "oid", "created_at",
+        "id", "zone", "artifact_fingerprint", "codebase_fingerprint", "payload", "oid",
+        "created_at",
     ),
     "capabilities": ("id", "json", "content_hash"),
 }
@@ -202,10 +203,9 @@ def _live_oids(conn: sqlite3.Connection, objects: tuple[ObjectRow, ...]) -> dict
 
 
 def _check_tables(conn: sqlite3.Connection) -> None:
+    marks = ",".join("?" * len(TABLE_COLUMNS))
     rows = conn.execute(
-        "SELECT name, type, sql FROM sqlite_master WHERE name IN (%s)"
-        % ",".join("?" * len(TABLE_COLUMNS)),
-        tuple(TABLE_COLUMNS),
+        f"SELECT name, type, sql FROM sqlite_master WHERE name IN ({marks})", tuple(TABLE_COLUMNS)
     ).fetchall()
     found: dict[str, tuple[str, str]] = {}
     for name, kind, sql in rows:
@@ -429,7 +429,9 @@ class ConnectionPool:
             conn.close()
 
 
-def blob_chunks(conn: sqlite3.Connection, rowid: int, stored_len: int, step: int) -> Iterator[bytes]:
+def blob_chunks(
+    conn: sqlite3.Connection, rowid: int, stored_len: int, step: int
+) -> Iterator[bytes]:
     """The stored BLOB of one sqlar row, read incrementally."""
     if stored_len == 0:
         return

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import Literal, Protocol
 
 Codec = Literal["sqlar", "stored", "deflate"]
-"""How stored bytes become file bytes: sqlar auto-detection (raw/zlib/stored), as is, raw DEFLATE."""
+"""How stored bytes become file bytes: sqlar auto-detection, as is, or raw DEFLATE."""
 
 
 @dataclass(frozen=True, slots=True)

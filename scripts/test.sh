@@ -1,0 +1,10 @@
+#!/usr/bin/env bash
+# Install everything, then run the whole suite: lint, types, and every test (real FUSE mounts
+# included; under CI=true a missing /dev/fuse fails instead of skipping).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+bash scripts/setup.sh
+PYTHON="${PYTHON:-python3}"
+"$PYTHON" -m ruff check acxfs tests scripts
+"$PYTHON" -m mypy acxfs
+"$PYTHON" -m pytest -q "$@"

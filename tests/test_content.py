@@ -1,0 +1,129 @@
+"""The one content path: bounded inflate, hash, release only verified bytes."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import tracemalloc
+import zlib
+from collections.abc import Iterator
+
+import pytest
+
+from acxfs.content import ContentStore, MemoryBlob, SpilledBlob, verify_content
+from acxfs.errors import TamperError
+from acxfs.limits import Limits
+from acxfs.sources.base import Entry
+
+
+def _entry(data: bytes, stored: bytes, codec: str = "sqlar", size: int | None = None) -> Entry:
+    return Entry("rom/x.bin", False, size=len(data) if size is None else size,
+                 digest=hashlib.sha256(data).digest(), stored_size=len(stored),
+                 codec=codec)  # type: ignore[arg-type]
+
+
+def _chunks(blob: bytes, step: int = 7919) -> Iterator[bytes]:
+    for i in range(0, len(blob), step):
+        yield blob[i : i + step]
+
+
+def _raw(data: bytes) -> bytes:
+    packer = zlib.compressobj(6, zlib.DEFLATED, -15)
+    return packer.compress(data) + packer.flush()
+
+
+DATA = b"".join(b"line %06d of a skill reference\n" % i for i in range(5000))
+
+
+@pytest.mark.parametrize(
+    "encode", [zlib.compress, _raw, lambda d: d], ids=["zlib", "raw", "stored"]
+)
+def test_every_sqlar_encoding_yields_the_signed_bytes(encode) -> None:  # type: ignore[no-untyped-def]
+    stored = encode(DATA)
+    blob = verify_content(_entry(DATA, stored), lambda: _chunks(stored))
+    assert blob.read(0, blob.size) == DATA
+
+
+def test_raw_deflate_that_looks_like_zlib_still_verifies() -> None:
+    # A raw stream whose first two bytes pass the zlib header test: a stored block of 29 bytes
+    # starts 08 1d (0x081d % 31 == 0). zlib is tried first, fails, and raw DEFLATE decides.
+    from acxfs.content import looks_like_zlib
+
+    head, tail = DATA[:29], DATA[29:400]
+    stored = (b"\x08" + (29).to_bytes(2, "little") + (0xFFFF - 29).to_bytes(2, "little") + head
+              + b"\x01" + len(tail).to_bytes(2, "little")
+              + (0xFFFF - len(tail)).to_bytes(2, "little") + tail)
+    assert looks_like_zlib(stored)
+    data = head + tail
+    blob = verify_content(_entry(data, stored), lambda: _chunks(stored, 5))
+    assert blob.read(0, blob.size) == data
+
+
+def test_edited_content_with_stale_digest_is_tampered() -> None:
+    stored = zlib.compress(DATA.replace(b"line 000042", b"LINE 000042"))
+    with pytest.raises(TamperError, match=r"rom/x\.bin"):
+        verify_content(_entry(DATA, stored), lambda: _chunks(stored))
+
+
+def test_stream_ending_before_its_size_is_tampered() -> None:
+    stored = zlib.compress(DATA[:-1])
+    with pytest.raises(TamperError):
+        verify_content(_entry(DATA, stored, size=len(DATA)), lambda: _chunks(stored))
+
+
+def test_bytes_that_inflate_under_neither_codec_are_tampered() -> None:
+    stored = os.urandom(1000)
+    with pytest.raises(TamperError):
+        verify_content(_entry(DATA, stored), lambda: _chunks(stored))
+
+
+def test_inflation_bomb_fails_fast_with_bounded_memory() -> None:
+    # 256 MiB of zeros compress to ~256 KiB; the entry claims 1 MiB: inflation must stop there.
+    packer = zlib.compressobj(9)
+    stored = b"".join(packer.compress(bytes(1 << 24)) for _ in range(16)) + packer.flush()
+    claimed = bytes(1 << 20)
+    entry = _entry(claimed, stored)
+    tracemalloc.start()
+    try:
+        with pytest.raises(TamperError, match="past its size"):
+            verify_content(entry, lambda: _chunks(stored, 1 << 16))
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    print(f"peak traced memory while refusing a 256 MiB bomb: {peak / 2**20:.1f} MiB")
+    assert peak < 16 * 2**20
+
+
+def test_large_file_is_spilled_to_an_unlinked_file() -> None:
+    data = os.urandom(3 << 20)
+    limits = Limits(memory_spill_bytes=1 << 20)
+    blob = verify_content(_entry(data, data), lambda: _chunks(data, 1 << 16), limits)
+    assert isinstance(blob, SpilledBlob)
+    assert blob.read(1 << 20, 10) == data[1 << 20 : (1 << 20) + 10]
+    assert blob.read(len(data) - 5, 100) == data[-5:]
+    blob.close()
+
+
+def test_store_verifies_once_and_counts() -> None:
+    stored = zlib.compress(DATA)
+    calls = []
+
+    def open_chunks(entry: Entry) -> Iterator[bytes]:
+        calls.append(entry.path)
+        return _chunks(stored)
+
+    store = ContentStore(open_chunks)
+    entry = _entry(DATA, stored)
+    first, second = store.get(entry), store.get(entry)
+    assert first is second and isinstance(first, MemoryBlob)
+    assert store.stats.blobs_inflated == 1 and store.stats.cache_hits == 1
+    assert store.stats.bytes_verified == len(DATA)
+
+
+def test_store_counts_tamper_events_and_serves_nothing() -> None:
+    stored = zlib.compress(b"x" * len(DATA))
+    seen: list[TamperError] = []
+    store = ContentStore(lambda e: _chunks(stored), on_tamper=seen.append)
+    with pytest.raises(TamperError):
+        store.get(_entry(DATA, stored))
+    assert store.stats.tamper_events == 1 and len(seen) == 1 and store.stats.blobs_inflated == 0

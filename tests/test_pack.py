@@ -1,0 +1,164 @@
+"""The writer: pack output verifies, extracts with stock sqlite3 and is reproducible."""
+
+from __future__ import annotations
+
+import base64
+import json
+import shutil
+import sqlite3
+import subprocess
+from pathlib import Path
+
+import cartwriter as cw
+import pytest
+
+EXAMPLE = Path(__file__).resolve().parent.parent / "examples" / "hello-acx"
+PUB = "io.github.acxfs-tests"
+
+
+def _skill(root: Path, name: str, body: str = "", extra: dict[str, bytes] | None = None) -> Path:
+    skill = root / name
+    (skill / "references").mkdir(parents=True)
+    (skill / "SKILL.md").write_text(
+        f"---\nname: {name}\ndescription: The {name} skill for tests.\n---\n\n# {name}\n{body}\n")
+    (skill / "references" / "notes.md").write_text(f"notes of {name}\n")
+    for rel, data in (extra or {}).items():
+        (skill / rel).parent.mkdir(parents=True, exist_ok=True)
+        (skill / rel).write_bytes(data)
+    return skill
+
+
+@pytest.mark.parametrize("deflate", ["zlib", "raw", "none"])
+def test_pack_output_verifies_as_local_with_the_default_key(run_cli, tmp_path, deflate) -> None:
+    assert run_cli("keygen").code == 0
+    out = tmp_path / "hello.acx"
+    assert run_cli("pack", EXAMPLE, "-o", out, "--publisher", PUB, "--deflate", deflate).code == 0
+    result = run_cli("verify", out, "--deep")
+    assert (result.code, result.verdict) == (0, "verified / local - Signed by this instance.")
+    assert "warning" not in result.out
+
+
+@pytest.mark.parametrize("deflate", ["zlib", "raw"])
+def test_pack_output_is_trusted_with_a_registry_naming_its_key(
+        run_cli, tmp_path, make_registry, deflate) -> None:
+    key = tmp_path / "ci-key.pem"
+    assert run_cli("keygen", key).code == 0
+    pem = (tmp_path / "ci-key.pub.pem").read_text()
+    registry = make_registry([cw.registry_entry(pem, PUB)])
+    out = tmp_path / "hello.acx"
+    assert run_cli("pack", EXAMPLE, "-o", out, "--publisher", PUB, "--key", key,
+                   "--deflate", deflate).code == 0
+    assert run_cli("verify", out).code == 4
+    result = run_cli("verify", out, "--deep", "--registry", registry)
+    expected = f"verified / trusted - Signed by trusted publisher {PUB}."
+    assert (result.code, result.verdict) == (0, expected)
+
+
+@pytest.mark.parametrize("deflate", ["zlib", "none"])
+def test_stock_sqlite3_extracts_pack_output_byte_identically(run_cli, tmp_path, deflate) -> None:
+    run_cli("keygen")
+    out = tmp_path / "hello.acx"
+    assert run_cli("pack", EXAMPLE, "-o", out, "--publisher", PUB, "--deflate", deflate,
+                   "--sqlar-dirs").code == 0
+    dest = tmp_path / "x"
+    dest.mkdir()
+    subprocess.run(["sqlite3", str(out), "-Ax"], cwd=dest, check=True, capture_output=True)
+    diff = subprocess.run(["diff", "-r", str(EXAMPLE), str(dest / "rom/skills/hello-acx")],
+                          capture_output=True, text=True)
+    assert diff.returncode == 0, diff.stdout
+
+
+def test_independent_reader_accepts_pack_output(run_cli, tmp_path) -> None:
+    """The test-only writer's reader (written from the spec) recomputes the signed manifest."""
+    run_cli("keygen")
+    out = tmp_path / "hello.acx"
+    run_cli("pack", EXAMPLE, "-o", out, "--publisher", PUB, "--deflate", "raw")
+    conn = sqlite3.connect(out)
+    rows = cw.rom_rows(conn)
+    (env, pem, recorded), = conn.execute(
+        "SELECT envelope, public_key_pem, manifest_hash FROM signatures").fetchall()
+    statement = json.loads(cw.open_envelope(env, pem))
+    for row in rows:
+        if row.kind == "sqlar":
+            blob, sz = conn.execute("SELECT data, sz FROM sqlar WHERE name=?",
+                                    (row.source_ref,)).fetchone()
+            assert cw.oid_of(cw.inflate(blob, sz)) == row.oid
+        else:
+            assert cw.live_oid(conn, row) == row.oid
+    subject = "sha256:" + statement["subject"][0]["digest"]["sha256"]
+    assert cw.manifest_hash(rows) == recorded == subject
+    assert statement["predicate"]["fileCount"] == len(rows)
+
+
+def test_pack_is_reproducible_with_source_date_epoch(run_cli, tmp_path, monkeypatch) -> None:
+    run_cli("keygen")
+    monkeypatch.setenv("SOURCE_DATE_EPOCH", "1767225600")
+    payloads = []
+    for name in ("a.acx", "b.acx"):
+        run_cli("pack", EXAMPLE, "-o", tmp_path / name, "--publisher", PUB,
+                "--uuid", "00000000-0000-4000-8000-000000000001")
+        env = sqlite3.connect(tmp_path / name).execute("SELECT envelope FROM signatures").fetchone()
+        payloads.append(base64.b64decode(json.loads(env[0])["payload"]))
+    assert payloads[0] == payloads[1]
+    assert b'"signedAt":"2026-01-01T00:00:00.000Z"' in payloads[0]
+
+
+@pytest.mark.parametrize(
+    ("frontmatter", "complaint"),
+    [
+        ("name: other-name\ndescription: d", "differs from its directory"),
+        ("name: bad-skill\ndescription: d\nsurprise: 1", "unknown key"),
+        ("name: bad-skill", "description"),
+        ("name: Bad_Skill\ndescription: d", "must be 1-64"),
+    ],
+)
+def test_pack_refuses_invalid_skills(run_cli, tmp_path, frontmatter, complaint) -> None:
+    run_cli("keygen")
+    skill = tmp_path / ("Bad_Skill" if "Bad_" in frontmatter else "bad-skill")
+    skill.mkdir()
+    (skill / "SKILL.md").write_text(f"---\n{frontmatter}\n---\nbody\n")
+    result = run_cli("pack", skill, "-o", tmp_path / "x.acx", "--publisher", PUB)
+    assert result.code == 1 and complaint in result.err and "Traceback" not in result.err
+    assert not (tmp_path / "x.acx").exists()
+
+
+@pytest.mark.parametrize("name", ["has space.md", ".hidden", "semi;colon.md"])
+def test_pack_refuses_non_portable_names(run_cli, tmp_path, name) -> None:
+    run_cli("keygen")
+    skill = _skill(tmp_path, "good-skill", extra={f"references/{name}": b"x"})
+    result = run_cli("pack", skill, "-o", tmp_path / "x.acx", "--publisher", PUB)
+    assert result.code == 1 and "not portable" in result.err
+
+
+def test_pack_refuses_identical_files(run_cli, tmp_path) -> None:
+    run_cli("keygen")
+    skill = _skill(tmp_path, "twin-skill", extra={"assets/a.txt": b"same", "assets/b.txt": b"same"})
+    result = run_cli("pack", skill, "-o", tmp_path / "x.acx", "--publisher", PUB)
+    assert result.code == 1 and "identical bytes" in result.err
+    assert "assets/a.txt" in result.err and "assets/b.txt" in result.err
+
+
+def test_pack_without_a_key_says_how_to_make_one(run_cli, tmp_path) -> None:
+    result = run_cli("pack", EXAMPLE, "-o", tmp_path / "x.acx", "--publisher", PUB)
+    assert result.code == 2 and "acxfs keygen" in result.err
+
+
+def test_keygen_writes_a_private_key_only_its_owner_reads(run_cli, tmp_path) -> None:
+    assert run_cli("keygen", tmp_path / "k.pem").code == 0
+    assert (tmp_path / "k.pem").stat().st_mode & 0o777 == 0o600
+    assert "BEGIN PRIVATE KEY" in (tmp_path / "k.pem").read_text()
+    assert "BEGIN PUBLIC KEY" in (tmp_path / "k.pub.pem").read_text()
+    again = run_cli("keygen", tmp_path / "k.pem")
+    assert again.code == 2 and "exists" in again.err
+
+
+def test_two_skills_share_one_cartridge_and_index(run_cli, tmp_path) -> None:
+    run_cli("keygen")
+    a, b = _skill(tmp_path, "skill-a"), _skill(tmp_path, "skill-b")
+    out = tmp_path / "two.acx"
+    assert run_cli("pack", a, b, "-o", out, "--publisher", PUB, "--id", "bundle").code == 0
+    result = run_cli("inspect", out)
+    assert result.code == 0
+    for name in ("skill-a", "skill-b"):
+        assert f"rom/skills/{name}/SKILL.md" in result.out
+    assert shutil.which("sqlite3")
