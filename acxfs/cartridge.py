@@ -12,7 +12,9 @@ from __future__ import annotations
 import datetime as dt
 import hashlib
 import json
-from collections.abc import Iterable
+import re
+from operator import attrgetter
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
 from acxfs import verdict as v
@@ -21,7 +23,7 @@ from acxfs.errors import MalformedError
 from acxfs.jcs import canonical_bytes, utf16_key
 from acxfs.keys import KeyFormatError, PublicKey, public_key_from_pem
 from acxfs.limits import DEFAULT_LIMITS, Limits
-from acxfs.sources.acx_file import CartridgeRows, ObjectRow, read_cartridge
+from acxfs.sources.acx_file import CartridgeRows, ObjectRow, SqlarRow, read_cartridge
 from acxfs.sources.base import Entry, Tree, build_tree
 from acxfs.trust import TrustContext, parse_time
 
@@ -36,15 +38,37 @@ class _Refused(Exception):
         self.verdict = verdict
 
 
+_PLAIN = re.compile(r"[ !#-\[\]-~]*")  # printable ASCII but '"' and '\\': JSON as is
+
+
+def _json_str(text: str) -> str:
+    return f'"{text}"' if _PLAIN.fullmatch(text) else canonical_bytes(text).decode("utf-8")
+
+
 def manifest_bytes(objects: Iterable[ObjectRow]) -> bytes:
-    """The JCS ROM integrity manifest over the stored oids of every ROM object (section 4)."""
-    rom = sorted(
-        (o for o in objects if o.zone == "rom"),
-        key=lambda o: (utf16_key(o.kind), utf16_key(o.source_ref)),
-    )
-    return canonical_bytes(
-        [{"sourceRef": o.source_ref, "oid": o.oid, "canon": o.canon, "sz": o.sz} for o in rom]
-    )
+    """The JCS ROM integrity manifest over the stored oids of every ROM object (section 4).
+
+    Equivalent to `canonical_bytes([{"sourceRef", "oid", "canon", "sz"}, ...])` (whose keys JCS
+    orders canon, oid, sourceRef, sz), written out directly because it runs per file at mount.
+    """
+    rom = [o for o in objects if o.zone == "rom"]
+    text = "\x00".join(f"{o.kind}\x00{o.source_ref}\x00{o.canon}\x00{o.oid}" for o in rom)
+    if _PLAIN.fullmatch(text.replace("\x00", "")):
+        # ASCII: UTF-16 order is str order, and no string needs an escape.
+        rom.sort(key=attrgetter("kind", "source_ref"))
+        items = [
+            f'{{"canon":"{o.canon}","oid":"{o.oid}","sourceRef":"{o.source_ref}","sz":{o.sz:d}}}'
+            for o in rom
+        ]
+    else:
+        rom.sort(key=lambda o: (utf16_key(o.kind), utf16_key(o.source_ref)))
+        items = [
+            f'{{"canon":{_json_str(o.canon)},"oid":{_json_str(o.oid)},'
+            f'"sourceRef":{_json_str(o.source_ref)},"sz":{int(o.sz)}}}'
+            for o in rom
+        ]
+    return ("[" + ",".join(items) + "]").encode("utf-8")
+
 
 
 def manifest_hash(objects: Iterable[ObjectRow]) -> str:
@@ -204,8 +228,8 @@ def _check_rows(
                  if k in statement.predicate]
     if any(value != computed for value in recorded):
         raise _tampered(v.RECORDED_MISMATCH)
-    _check_exact_rom(rows)
-    _check_skill_index(rows)
+    covering = _check_exact_rom(rows)
+    _check_skill_index(rows, covering)
 
     decisions = [
         (trust.evaluate(c.keyid, statement.publisher, statement.signed_at, now), c) for c in valid
@@ -218,37 +242,41 @@ def _check_rows(
     )
     if verdict.is_integrity_failure:
         raise _Refused(verdict)
-    return _report(rows, verdict, statement)
+    return _report(rows, verdict, statement, covering)
 
 
-def _check_exact_rom(rows: CartridgeRows) -> None:
-    """Spec section 7: the ROM zone is exactly the set of signed sqlar objects."""
+def _check_exact_rom(rows: CartridgeRows) -> dict[str, ObjectRow]:
+    """Spec section 7: the ROM zone is exactly the set of signed sqlar objects.
+
+    Returns the covering object of every ROM file."""
     covering: dict[str, ObjectRow] = {}
     for obj in rows.objects:
-        if obj.zone == "rom" and obj.kind == "sqlar":
+        if obj.kind == "sqlar" and obj.zone == "rom":
             if obj.source_ref in covering:
                 raise _tampered(f"{obj.source_ref} is covered twice by the signed manifest.")
             covering[obj.source_ref] = obj
-    rom_files = {row.name: row for row in rows.files if row.zone == "rom"}
-    for name, row in rom_files.items():
-        signed = covering.get(name)
+    if len(covering) != len(rows.rom_files):
+        names = {row.name for row in rows.rom_files}
+        for ref in covering:
+            if ref not in names:
+                raise _tampered(f"{ref} is in the signed manifest but not in the ROM.")
+    for row in rows.rom_files:
+        signed = covering.get(row.name)
         if signed is None:
-            raise _tampered(f"{name} is not covered by the signed manifest.")
+            raise _tampered(f"{row.name} is not covered by the signed manifest.")
         if signed.sz != row.sz:
-            raise _tampered(f"{name} has size {row.sz}, but the signed manifest says {signed.sz}.")
-    for ref in covering:
-        if ref not in rom_files:
-            raise _tampered(f"{ref} is in the signed manifest but not in the ROM.")
+            raise _tampered(
+                f"{row.name} has size {row.sz}, but the signed manifest says {signed.sz}.")
+    return covering
 
 
-def _check_skill_index(rows: CartridgeRows) -> None:
+def _check_skill_index(rows: CartridgeRows, covering: dict[str, ObjectRow]) -> None:
     """Spec section 7: every acx_skill row names a ROM file and carries its signed digest."""
-    signed = {o.source_ref: o.oid for o in rows.objects if o.zone == "rom" and o.kind == "sqlar"}
     for skill in rows.skills:
-        oid = signed.get(skill.sqlar_path)
-        if oid is None:
+        signed = covering.get(skill.sqlar_path)
+        if signed is None:
             raise _tampered(f"acx_skill row {skill.sqlar_path} names no signed ROM file.")
-        if "sha256:" + skill.content_sha256 != oid:
+        if "sha256:" + skill.content_sha256 != signed.oid:
             raise _tampered(
                 f"acx_skill row {skill.sqlar_path} has a content_sha256 that is not the signed one."
             )
@@ -259,28 +287,39 @@ def _epoch(timestamp: str | None) -> int:
     return int(parsed.timestamp()) if parsed else 0
 
 
-def _report(
-    rows: CartridgeRows, verdict: v.Verdict, statement: Statement | None
-) -> CartridgeReport:
-    """Build the verified trees: ROM files with their object digests, SAVE files likewise."""
-    signed_at = _epoch(statement.signed_at if statement else None)
-    digests: dict[tuple[str, str], bytes] = {}
+def _entries(rows: Sequence[SqlarRow], digests: dict[str, ObjectRow], mtime: int) -> list[Entry]:
+    out = []
+    for row in rows:
+        obj = digests.get(row.name)
+        out.append(Entry(
+            row.name, False, row.sz, bool(row.mode & 0o111), row.mtime or mtime,
+            bytes.fromhex(obj.oid[7:]) if obj is not None else None,
+            row.rowid, row.stored_len, "sqlar",
+        ))
+    return out
+
+
+def _recorded(rows: CartridgeRows, zone: str) -> dict[str, ObjectRow]:
+    """The first sqlar object recorded for each path of `zone` (legacy and SAVE digests)."""
+    found: dict[str, ObjectRow] = {}
     for obj in rows.objects:
-        if obj.kind == "sqlar":
-            digests.setdefault((obj.zone, obj.source_ref), bytes.fromhex(obj.oid[7:]))
-    zones: dict[str, list[Entry]] = {"rom": [], "save": []}
-    for row in rows.files:
-        zones[row.zone].append(
-            Entry(
-                path=row.name, is_dir=False, size=row.sz, executable=bool(row.mode & 0o111),
-                mtime=row.mtime or signed_at, digest=digests.get((row.zone, row.name)),
-                ref=row.rowid, stored_size=row.stored_len, codec="sqlar",
-            )
-        )
-    dirs = {"rom": [d for d in rows.dir_rows if d.startswith("rom/")],
-            "save": [d for d in rows.dir_rows if d.startswith("save/")]}
-    tree = build_tree(zones["rom"], dirs["rom"] or ["rom"], signed_at)
-    save_tree = build_tree(zones["save"], dirs["save"], signed_at)
+        if obj.kind == "sqlar" and obj.zone == zone:
+            found.setdefault(obj.source_ref, obj)
+    return found
+
+
+def _report(
+    rows: CartridgeRows, verdict: v.Verdict, statement: Statement | None,
+    covering: dict[str, ObjectRow] | None = None,
+) -> CartridgeReport:
+    """Build the verified trees: ROM files with their signed (or recorded) digests."""
+    signed_at = _epoch(statement.signed_at if statement else None)
+    rom = _entries(rows.rom_files, covering if covering is not None else _recorded(rows, "rom"),
+                   signed_at)
+    save = _entries(rows.save_files, _recorded(rows, "save"), signed_at)
+    rom_dirs = [d for d in rows.dir_rows if d.startswith("rom/")]
+    tree = build_tree(rom, rom_dirs or ["rom"], signed_at)
+    save_tree = build_tree(save, [d for d in rows.dir_rows if d.startswith("save/")], signed_at)
     signed_meta = frozenset(
         o.source_ref.removeprefix("cartridge:") for o in rows.objects
         if o.zone == "rom" and o.source_ref.startswith("cartridge:")

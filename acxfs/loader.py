@@ -16,7 +16,6 @@ from acxfs.cartridge import CartridgeReport, check_cartridge
 from acxfs.content import ContentStore
 from acxfs.errors import EnvironmentProblem, TamperError, UntrustedError
 from acxfs.limits import DEFAULT_LIMITS, Limits
-from acxfs.skills import SkillError, parse_skill
 from acxfs.sources.acx import CartridgeSource
 from acxfs.trust import TrustContext
 
@@ -96,6 +95,8 @@ def _deep_check(result: Report, report: CartridgeReport, limits: Limits) -> None
 
 
 def _compare_index(result: Report, report: CartridgeReport, path: str, data: bytes) -> None:
+    from acxfs.skills import SkillError, parse_skill  # YAML is needed only here
+
     assert report.rows is not None
     row = next((r for r in report.rows.skills if r.sqlar_path == path), None)
     if row is None:

@@ -19,6 +19,7 @@ import urllib.parse
 from collections.abc import Iterator
 from dataclasses import dataclass
 from hashlib import sha256
+from typing import NamedTuple
 
 from acxfs.errors import EnvironmentProblem, IncompatibleError, LimitError, MalformedError
 from acxfs.jcs import canonical_bytes
@@ -47,13 +48,14 @@ TABLE_COLUMNS: dict[str, tuple[str, ...]] = {
 }
 
 SEGMENT_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
+PATH_RE = re.compile(r"(?:rom|save)(?:/[A-Za-z0-9][A-Za-z0-9._-]{0,127})+")
 OID_RE = re.compile(r"sha256:[0-9a-f]{64}")
+OID_HEX_RE = re.compile(r"[0-9a-f]{64}")
 OBJECT_KINDS = frozenset({"sqlar", "memory", "cartridge", "skill", "attestation"})
 ZONES = frozenset({"rom", "save"})
 
 
-@dataclass(frozen=True, slots=True)
-class SqlarRow:
+class SqlarRow(NamedTuple):
     """One regular file row's metadata (never its BLOB)."""
 
     rowid: int
@@ -65,11 +67,10 @@ class SqlarRow:
 
     @property
     def zone(self) -> str:
-        return self.name.split("/", 1)[0]
+        return "rom" if self.name.startswith("rom/") else "save"
 
 
-@dataclass(frozen=True, slots=True)
-class ObjectRow:
+class ObjectRow(NamedTuple):
     oid: str
     kind: str
     source_ref: str
@@ -109,13 +110,18 @@ class CartridgeRows:
 
     path: str
     user_version: int
-    files: tuple[SqlarRow, ...]
+    rom_files: tuple[SqlarRow, ...]
+    save_files: tuple[SqlarRow, ...]
     dir_rows: tuple[str, ...]
     objects: tuple[ObjectRow, ...]
     signature: SignatureRow | None
     meta: dict[str, str]
     skills: tuple[SkillIndexRow, ...]
     live_oids: dict[str, str | None]  # non-sqlar ROM object -> 'sha256:' of its live value
+
+    @property
+    def files(self) -> tuple[SqlarRow, ...]:
+        return self.rom_files + self.save_files
 
 
 def connect_readonly(path: str) -> sqlite3.Connection:
@@ -182,7 +188,8 @@ def _read(conn: sqlite3.Connection, path: str, limits: Limits) -> CartridgeRows:
     return CartridgeRows(
         path=path,
         user_version=user_version,
-        files=files,
+        rom_files=tuple(row for row in files if row.name.startswith("rom/")),
+        save_files=tuple(row for row in files if row.name.startswith("save/")),
         dir_rows=dirs,
         objects=objects,
         signature=_read_signature(conn),
@@ -231,6 +238,12 @@ def _check_tables(conn: sqlite3.Connection) -> None:
 
 def check_path(name: str, limits: Limits = DEFAULT_LIMITS) -> None:
     """The reference's validPackagePath, with acxfs's length and depth bounds."""
+    if (
+        PATH_RE.fullmatch(name)
+        and len(name) <= limits.max_name_bytes
+        and name.count("/") < limits.max_depth
+    ):
+        return  # the common case, in one match (ASCII only, so characters are bytes)
     if len(name.encode("utf-8", "surrogatepass")) > limits.max_name_bytes:
         raise LimitError(f"path longer than {limits.max_name_bytes} bytes: {name[:80]!r}...")
     if "\\" in name or "\x00" in name or name.startswith("/"):
@@ -251,25 +264,23 @@ def _read_sqlar(
     (count,) = conn.execute("SELECT count(*) FROM sqlar").fetchone()
     if count > limits.max_entries:
         raise LimitError(f"sqlar has {count} rows, more than the limit of {limits.max_entries}")
+    bad = conn.execute(
+        "SELECT rowid, name FROM sqlar WHERE typeof(name) != 'text' "
+        "OR typeof(mode) NOT IN ('integer', 'null') OR typeof(mtime) NOT IN ('integer', 'null') "
+        "OR typeof(sz) != 'integer' OR typeof(data) NOT IN ('blob', 'null') LIMIT 1"
+    ).fetchone()
+    if bad is not None:
+        raise MalformedError(
+            f"sqlar row {bad[0]}: name must be text, mode/mtime/sz integers and data a BLOB"
+        )
     files: list[SqlarRow] = []
     dirs: list[str] = []
     seen: set[str] = set()
-    query = (
-        "SELECT rowid, name, typeof(name), mode, typeof(mode), mtime, typeof(mtime), sz, "
-        "typeof(sz), length(data), typeof(data) FROM sqlar"
-    )
-    for rowid, name, name_t, mode, mode_t, mtime, mtime_t, sz, sz_t, dlen, data_t in conn.execute(
-        query
-    ):
-        if name_t != "text":
-            raise MalformedError(f"sqlar row {rowid} has a non-text name")
+    query = "SELECT rowid, name, mode, mtime, sz, length(data), data IS NULL FROM sqlar"
+    for rowid, name, mode, mtime, sz, dlen, data_null in conn.execute(query):
         if name in seen:
             raise MalformedError(f"duplicate sqlar name {name!r}")
         seen.add(name)
-        if mode_t not in ("integer", "null") or mtime_t not in ("integer", "null"):
-            raise MalformedError(f"{name}: mode and mtime must be integers")
-        if sz_t != "integer" or data_t not in ("blob", "null"):
-            raise MalformedError(f"{name}: sz must be an integer and data a BLOB")
         mode = 0o100644 if mode is None else mode
         kind = mode & 0o170000
         if kind == stat.S_IFDIR:
@@ -284,7 +295,7 @@ def _read_sqlar(
             raise MalformedError(f"{name}: not a regular file or directory (mode {mode:o})")
         check_path(name, limits)
         stored = dlen or 0
-        if sz < 0 or stored > sz or (data_t == "null" and sz > 0):
+        if sz < 0 or stored > sz or (data_null and sz > 0):
             raise MalformedError(f"{name}: stored size {stored} does not fit sz {sz}")
         if sz > limits.max_file_bytes:
             raise LimitError(f"{name}: {sz} bytes, more than the per-file limit")
@@ -307,23 +318,27 @@ def _check_conflicts(files: list[SqlarRow], dirs: list[str]) -> None:
 
 
 def _read_objects(conn: sqlite3.Connection, limits: Limits) -> tuple[ObjectRow, ...]:
-    (count,) = conn.execute("SELECT count(*) FROM objects").fetchone()
-    if count > limits.max_objects:
-        raise LimitError(f"objects has {count} rows, more than the limit of {limits.max_objects}")
-    out = []
-    for oid, kind, ref, canon, zone, sz in conn.execute(
-        "SELECT oid, kind, source_ref, canon, zone, sz FROM objects"
-    ):
-        if not all(isinstance(v, str) for v in (oid, kind, ref, canon, zone)) or not isinstance(
-            sz, int
-        ):
-            raise MalformedError("objects row with a missing or mistyped column")
-        if kind not in OBJECT_KINDS or zone not in ZONES:
-            raise MalformedError(f"objects row {ref!r} has kind {kind!r} zone {zone!r}")
-        if not OID_RE.fullmatch(oid):
-            raise MalformedError(f"objects row {ref!r} has a malformed oid")
-        out.append(ObjectRow(oid, kind, ref, canon, zone, sz))
-    return tuple(out)
+    """Every `objects` row, checked for type and form (the manifest orders them itself)."""
+    kinds = ",".join(f"'{k}'" for k in sorted(OBJECT_KINDS))
+    bad = conn.execute(
+        "SELECT source_ref FROM objects WHERE typeof(oid) != 'text' OR typeof(kind) != 'text' "
+        "OR typeof(source_ref) != 'text' OR typeof(canon) != 'text' OR typeof(zone) != 'text' "
+        f"OR typeof(sz) != 'integer' OR kind NOT IN ({kinds}) OR zone NOT IN ('rom', 'save') "
+        "OR length(oid) != 71 OR substr(oid, 1, 7) != 'sha256:' OR oid != lower(oid) LIMIT 1"
+    ).fetchone()
+    if bad is not None:
+        raise MalformedError(f"objects row {bad[0]!r} has a missing, mistyped or malformed column")
+    cursor = conn.execute("SELECT oid, kind, source_ref, canon, zone, sz FROM objects")
+    rows: list[ObjectRow] = []
+    make = ObjectRow._make
+    while batch := cursor.fetchmany(4096):
+        rows.extend(map(make, batch))
+        if len(rows) > limits.max_objects:
+            raise LimitError(f"objects has more than the limit of {limits.max_objects} rows")
+    for row in rows:
+        if row.kind == "sqlar" and not OID_HEX_RE.fullmatch(row.oid, 7):
+            raise MalformedError(f"objects row {row.source_ref!r} has a malformed oid")
+    return tuple(rows)
 
 
 def _read_signature(conn: sqlite3.Connection) -> SignatureRow | None:

@@ -11,14 +11,13 @@ from __future__ import annotations
 import stat
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
-from typing import Literal, Protocol
+from typing import Literal, NamedTuple, Protocol
 
 Codec = Literal["sqlar", "stored", "deflate"]
 """How stored bytes become file bytes: sqlar auto-detection, as is, or raw DEFLATE."""
 
 
-@dataclass(frozen=True, slots=True)
-class Entry:
+class Entry(NamedTuple):
     """One file or directory of a verified tree. Paths are container paths without a leading /."""
 
     path: str
