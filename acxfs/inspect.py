@@ -18,10 +18,10 @@ def describe(report: Report) -> dict[str, object]:
         doc.update(azp.describe(report))
         return doc
     cart = report.cartridge
-    rows = cart.rows if cart else None
+    rows = cart.rows if cart is not None else None
     if rows is None:
         return doc
-    verified = cart.verified if cart else None
+    verified = cart.verified if cart is not None else None
     signed_keys = verified.signed_meta if verified else frozenset()
     doc["userVersion"] = f"0x{rows.user_version:08x}"
     doc["signedMeta"] = {k: rows.meta[k] for k in sorted(rows.meta) if k in signed_keys}
