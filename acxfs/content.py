@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import hashlib
 import hmac
+import itertools
 import os
 import tempfile
 import threading
@@ -174,22 +175,23 @@ def verify_content(
     if entry.size > limits.max_file_bytes:
         raise TamperError(f"{entry.path} exceeds the per-file size limit", entry.path)
     attempts: list[int | None]
+    first: Iterator[bytes] | None = None
     if entry.codec == "stored" or (entry.codec == "sqlar" and entry.stored_size == entry.size):
         attempts = [None]
     elif entry.codec == "deflate":
         attempts = [-15]
     else:
-        head = b""
-        for chunk in open_chunks():
-            head = chunk[:2]
-            break
+        chunks = open_chunks()
+        head = next(chunks, b"")
+        first = itertools.chain([head], chunks)  # the first attempt reuses this stream
         attempts = [15, -15] if looks_like_zlib(head) else [-15, 15]
     problem = ""
     for wbits in attempts:
         sink = _Sink(entry.size, limits.memory_spill_bytes, spill_dir)
         hasher = hashlib.sha256()
+        stream, first = (first if first is not None else open_chunks()), None
         try:
-            _inflate_into(open_chunks(), wbits, entry.size, sink, hasher, limits.chunk_bytes)
+            _inflate_into(stream, wbits, entry.size, sink, hasher, limits.chunk_bytes)
         except _StreamError as exc:
             sink.discard()
             problem = problem or str(exc)  # the likelier codec's reason is the one to report
@@ -221,6 +223,7 @@ class ContentStore:
         self._spill_dir = spill_dir
         self._on_tamper = on_tamper
         self._cache: OrderedDict[str, VerifiedBlob] = OrderedDict()
+        self._spilled: OrderedDict[str, None] = OrderedDict()
         self._cached_bytes = 0
         self._lock = threading.Lock()
         self._flights: dict[str, threading.Lock] = {}
@@ -266,14 +269,18 @@ class ContentStore:
             return blob
 
     def _insert(self, path: str, blob: VerifiedBlob) -> None:
-        weight = blob.size if isinstance(blob, MemoryBlob) else 0
         self._cache[path] = blob
-        self._cached_bytes += weight
-        # Spilled blobs cost a descriptor, not memory: keep at most a few of them.
-        spilled = [p for p, b in self._cache.items() if not isinstance(b, MemoryBlob)]
-        for stale in spilled[:-8]:
-            self._cache.pop(stale)  # closed by the garbage collector once no reader holds it
+        if isinstance(blob, MemoryBlob):
+            self._cached_bytes += blob.size
+        else:
+            # Spilled blobs cost a descriptor and disk, not memory: keep the newest few.
+            self._spilled[path] = None
+            while len(self._spilled) > 8:
+                stale, _ = self._spilled.popitem(last=False)
+                self._cache.pop(stale, None)  # closed once no open handle holds it
         while self._cached_bytes > self._limits.cache_bytes and len(self._cache) > 1:
-            _, evicted = self._cache.popitem(last=False)
+            evicted_path, evicted = self._cache.popitem(last=False)
             if isinstance(evicted, MemoryBlob):
                 self._cached_bytes -= evicted.size
+            else:
+                self._spilled.pop(evicted_path, None)

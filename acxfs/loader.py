@@ -8,12 +8,13 @@ Source only when the verdict meets the required trust.
 from __future__ import annotations
 
 import datetime as dt
+import functools
 from dataclasses import dataclass, field
 from typing import Literal
 
 from acxfs import verdict as v
 from acxfs.cartridge import CartridgeReport, check_cartridge
-from acxfs.content import ContentStore
+from acxfs.content import verify_content
 from acxfs.errors import EnvironmentProblem, TamperError, UntrustedError
 from acxfs.limits import DEFAULT_LIMITS, Limits
 from acxfs.sources.acx import CartridgeSource
@@ -68,7 +69,6 @@ def _deep_check(result: Report, report: CartridgeReport, limits: Limits) -> None
     """Inflate and hash every ROM file; re-derive the skill index (differences are warnings)."""
     assert report.verified is not None
     source = CartridgeSource(report.verified, limits=limits)
-    store = ContentStore(source.raw_chunks, limits, spill_dir=None)
     signed = result.verdict.status != "warning" or not (
         result.verdict.trust == "legacy" or result.verdict.unverified
     )
@@ -78,7 +78,7 @@ def _deep_check(result: Report, report: CartridgeReport, limits: Limits) -> None
                 result.warnings.append(f"{entry.path} has no recorded digest")
                 continue
             try:
-                blob = store.get(entry)
+                blob = verify_content(entry, functools.partial(source.raw_chunks, entry), limits)
             except TamperError as exc:
                 if signed:
                     result.verdict = v.Verdict("tampered", v.CONTENT_DIVERGES)
