@@ -168,7 +168,10 @@ def check_cartridge(
 
 
 def _sentence(text: str) -> str:
-    text = text[:1].upper() + text[1:]
+    """One summary sentence: capitalised unless it starts with a path, full stop at the end."""
+    first = text.split(" ", 1)[0]
+    if first.isalpha():
+        text = text[:1].upper() + text[1:]
     return text if text.endswith(".") else text + "."
 
 

@@ -15,6 +15,7 @@ import hashlib
 import json
 import os
 import select
+import shlex
 import shutil
 import subprocess
 import sys
@@ -136,9 +137,14 @@ def prepare_mountpoint(mountpoint: str) -> bool:
         raise EnvironmentProblem(f"{mountpoint} is already a mount point")
     if not os.path.exists("/dev/fuse"):
         raise EnvironmentProblem("/dev/fuse is missing: FUSE is not available on this machine")
+    if not os.access("/dev/fuse", os.R_OK | os.W_OK):
+        # libfuse opens it in-process before it would try fusermount: say so instead of failing
+        # in C with "failed to open /dev/fuse".
+        raise EnvironmentProblem("/dev/fuse is not readable and writable by this user; FUSE "
+                                 "needs it crw-rw-rw- (udev's default rule for fuse)")
     try:
         import fuse  # noqa: F401  (loads libfuse)
-    except (OSError, EnvironmentError, ImportError) as exc:
+    except (OSError, ImportError) as exc:
         raise EnvironmentProblem(f"libfuse is not installed ({exc}); install fuse and "
                                  "libfuse2") from exc
     if os.path.lexists(mountpoint):
@@ -226,10 +232,12 @@ def _mount_background(
     pid = os.fork()
     if pid == 0:  # the daemon
         code = 1
+        reported = [False]  # once closed, status_w's number may belong to another file
         try:
             os.close(status_r)
             os.close(err_r)
             os.setsid()
+            os.chdir("/")  # never keep the caller's directory busy (paths are absolute here)
             devnull = os.open(os.devnull, os.O_RDWR)
             os.dup2(devnull, 0)
             os.dup2(err_w, 1)
@@ -244,12 +252,14 @@ def _mount_background(
                 os.dup2(devnull, 2)
                 os.close(status_w)
                 os.close(err_w)
+                reported[0] = True
 
             serve(source, store, verdict, root, mountpoint, container, log_file, ready)
             code = 0
-        except BaseException as exc:  # noqa: BLE001 - report anything to the parent
-            with contextlib.suppress(OSError):
-                os.write(status_w, f"error: {exc}\n".encode())
+        except BaseException as exc:
+            if not reported[0]:
+                with contextlib.suppress(OSError):
+                    os.write(status_w, f"error: {exc}\n".encode())
         finally:
             with contextlib.suppress(BaseException):
                 cleanup()
@@ -262,7 +272,7 @@ def _mount_background(
         while not is_mounted(mountpoint) and time.monotonic() < deadline:
             time.sleep(0.01)
         announce(f"mounted {container} on {mountpoint} ({view}); pid {pid}; "
-                 f"unmount with: acxfs umount {mountpoint}")
+                 f"unmount with: acxfs umount {shlex.quote(mountpoint)}")
         return 0
     with contextlib.suppress(ChildProcessError):
         os.waitpid(pid, 0)

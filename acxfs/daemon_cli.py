@@ -7,6 +7,7 @@ skill directory (`--skill`, or the mountpoint's name), or the skills directory (
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import sys
 from collections.abc import Callable
@@ -56,7 +57,7 @@ def _choose_view(args: argparse.Namespace, source: Any, announce: Callable[[str]
             raise EnvironmentProblem(f"{args.container} has no {skills_root}/ directory")
         return skills_root, "skills"
     name = os.path.basename(os.path.abspath(args.mountpoint))
-    if name in skills:
+    if name in skills and not args.root_view:
         announce(f"acxfs: mounting skill {name} (the mountpoint's name); "
                  "use --skills or --root-view to mount otherwise")
         return f"{skills_root}/{name}", f"skill {name}"
@@ -72,7 +73,9 @@ def cmd_mount(args: argparse.Namespace) -> int:
     from acxfs.cli import _trust
     from acxfs.loader import open_source
 
-    log_file = Path(args.log_file) if args.log_file else daemon.default_log_file()
+    # Absolute paths: the background daemon leaves the caller's directory (chdir "/").
+    container = os.path.abspath(args.container)
+    log_file = Path(args.log_file).absolute() if args.log_file else daemon.default_log_file()
 
     def announce(message: str) -> None:
         print(message, file=sys.stderr)
@@ -80,7 +83,7 @@ def cmd_mount(args: argparse.Namespace) -> int:
     from acxfs.errors import UntrustedError
 
     try:
-        source, verdict = open_source(args.container, _trust(args), args.min_trust,
+        source, verdict = open_source(container, _trust(args), args.min_trust,
                                       with_save=args.with_save)
     except UntrustedError as exc:
         verdict_line = str(exc.verdict)
@@ -102,19 +105,15 @@ def cmd_mount(args: argparse.Namespace) -> int:
         source.close()
         raise
 
-    def on_tamper(exc: Exception) -> None:
-        daemon.log_line(log_file, f"tamper: {exc}")
-
-    store = ContentStore(source.raw_chunks, on_tamper=on_tamper)
+    # The FUSE layer logs each failed check (fs.AcxOperations.open): one line per tamper event.
+    store = ContentStore(source.raw_chunks)
     try:
-        return daemon.mount(source, store, verdict, args.container, args.mountpoint, root, view,
+        return daemon.mount(source, store, verdict, container, args.mountpoint, root, view,
                             args.foreground, log_file, created, announce)
     except BaseException:
         if created:
-            try:
+            with contextlib.suppress(OSError):
                 os.rmdir(args.mountpoint)
-            except OSError:
-                pass
         raise
 
 

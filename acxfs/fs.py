@@ -41,7 +41,7 @@ def _guard(func: F) -> F:
             raise
         except TamperError as exc:
             raise FuseOSError(errno.EIO) from exc
-        except Exception as exc:  # noqa: BLE001 - the daemon must keep serving
+        except Exception as exc:
             self.log(f"error in {func.__name__}{args[:1]}: {type(exc).__name__}: {exc}")
             raise FuseOSError(errno.EIO) from exc
 

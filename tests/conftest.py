@@ -3,7 +3,8 @@ writer (``cartwriter``), and an in-process CLI runner."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+import os
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -162,3 +163,29 @@ def run_cli(capsys: pytest.CaptureFixture[str]) -> Callable[..., CliResult]:
         return CliResult(code, out, err)
 
     return run
+
+
+# --- real FUSE mounts ----------------------------------------------------------------------
+
+
+@pytest.fixture(autouse=True)
+def fuse_available(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[None]:
+    """For tests marked ``fuse``: FUSE must be usable, and no mount may outlive the test.
+
+    Such a test is skipped only when /dev/fuse is absent outside CI; under ``CI=true`` that
+    fails loudly instead, so CI can never pass by skipping the mount tests. At teardown, any
+    acxfs mount still under tmp_path is detached (``fusermount -uz``) and fails the test."""
+    if request.node.get_closest_marker("fuse") is None:
+        yield
+        return
+    if not os.path.exists("/dev/fuse"):
+        if os.environ.get("CI") == "true":
+            pytest.fail("/dev/fuse is missing, and CI=true: the FUSE mount tests must run in CI")
+        pytest.skip("/dev/fuse is absent: FUSE mount tests need it")
+    yield
+    from mounting import acxfs_mounts_under, force_cleanup
+
+    left = acxfs_mounts_under(tmp_path)
+    for mountpoint in left:
+        force_cleanup(mountpoint)
+    assert not left, f"acxfs mounts left behind: {left}"

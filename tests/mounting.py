@@ -1,0 +1,267 @@
+"""Real mounts through the `acxfs` command, for tests: mount, check it is live, always unmount.
+
+`mounted()` runs `acxfs mount` as a subprocess (in the test's environment, so with its isolated
+trust and state directories), checks that the mount is live the moment the command returns,
+and on exit unmounts with `acxfs umount`, falling back to `fusermount -uz`, then waits for the
+daemon to exit. Every step has a timeout. Whatever happens, nothing is left behind: a mount that
+`acxfs umount` could not remove is detached, a daemon that outlives its mount is killed by its
+pid, and the context manager then fails the test, because either is an acxfs bug.
+
+`attempt_mount()` is for mounts that are expected to fail: it returns the finished command and
+removes anything that was mounted after all.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+COMMAND_TIMEOUT = 30.0  # seconds for any one command
+EXIT_TIMEOUT = 10.0  # seconds for a daemon to exit once its mount is gone
+
+
+def acxfs_command() -> list[str]:
+    """The installed `acxfs` console script, preferring the one beside this interpreter."""
+    beside = Path(sys.executable).parent / "acxfs"
+    if beside.exists():
+        return [str(beside)]
+    found = shutil.which("acxfs")
+    if found is None:
+        raise RuntimeError("the acxfs command is not installed (pip install -e .)")
+    return [found]
+
+
+def run(argv: Sequence[object], *, timeout: float = COMMAND_TIMEOUT, cwd: Path | None = None,
+        env: Mapping[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    """Run a real program (no stdin); the environment is the test's isolated os.environ."""
+    return subprocess.run([str(a) for a in argv], capture_output=True, text=True,
+                          timeout=timeout, cwd=cwd, env=env, stdin=subprocess.DEVNULL,
+                          check=False)
+
+
+def acxfs(*args: object, timeout: float = COMMAND_TIMEOUT, cwd: Path | None = None,
+          env: Mapping[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    """Run `acxfs ARGS...`."""
+    return run([*acxfs_command(), *args], timeout=timeout, cwd=cwd, env=env)
+
+
+# --- what the kernel and /proc say ---------------------------------------------------------
+
+
+def _unescape(field: str) -> str:
+    return re.sub(r"\\([0-7]{3})", lambda m: chr(int(m.group(1), 8)), field)
+
+
+def canonical(mountpoint: Path | str) -> str:
+    """The mountpoint as /proc/mounts shows it (its parents resolved)."""
+    absolute = os.path.abspath(mountpoint)
+    return os.path.join(os.path.realpath(os.path.dirname(absolute)), os.path.basename(absolute))
+
+
+def proc_mounts() -> list[list[str]]:
+    """Every /proc/mounts row, fields unescaped."""
+    with open("/proc/mounts", encoding="utf-8") as handle:
+        return [[_unescape(f) for f in line.split()] for line in handle if line.strip()]
+
+
+def mount_rows(mountpoint: Path | str) -> list[list[str]]:
+    """The /proc/mounts rows whose mountpoint is `mountpoint`."""
+    target = canonical(mountpoint)
+    return [row for row in proc_mounts() if len(row) >= 3 and row[1] == target]
+
+
+def acxfs_mounts_under(directory: Path | str) -> list[str]:
+    """Mountpoints of fuse.acxfs mounts at or below `directory`."""
+    base = os.path.realpath(directory)
+    return [row[1] for row in proc_mounts()
+            if len(row) >= 3 and row[2] == "fuse.acxfs"
+            and (row[1] == base or row[1].startswith(base + "/"))]
+
+
+def pid_alive(pid: int) -> bool:
+    """True while any thread of `pid` runs (a zombie counts as gone).
+
+    Every thread is checked: a killed multithreaded daemon's main thread turns zombie while its
+    worker threads are still exiting and still hold its files (the /dev/fuse connection)."""
+    try:
+        threads = os.listdir(f"/proc/{pid}/task")
+    except OSError:
+        return False
+    for tid in threads:
+        try:
+            with open(f"/proc/{pid}/task/{tid}/stat", encoding="ascii", errors="replace") as f:
+                if f.read().rsplit(") ", 1)[1][:1] not in ("Z", "X"):
+                    return True
+        except (OSError, IndexError):
+            continue
+    return False
+
+
+def processes_mentioning(text: str) -> list[int]:
+    """Pids of live processes (other than this one) whose command line contains `text`."""
+    found = []
+    for name in os.listdir("/proc"):
+        if not name.isdigit() or int(name) == os.getpid():
+            continue
+        try:
+            with open(f"/proc/{name}/cmdline", "rb") as handle:
+                cmdline = handle.read().replace(b"\0", b" ").decode(errors="replace")
+        except OSError:
+            continue
+        if text in cmdline and pid_alive(int(name)):
+            found.append(int(name))
+    return found
+
+
+def wait_for(predicate: object, timeout: float, step: float = 0.02) -> bool:
+    """Poll `predicate()` until it is true or `timeout` seconds have passed."""
+    assert callable(predicate)
+    deadline = time.monotonic() + timeout
+    while True:
+        if predicate():
+            return True
+        if time.monotonic() >= deadline:
+            return False
+        time.sleep(step)
+
+
+# --- mounting and unmounting ----------------------------------------------------------------
+
+
+def daemon_pid(mountpoint: Path | str, announce: str = "") -> int | None:
+    """The serving daemon's pid: from the mount's announcement, else from `acxfs status`."""
+    found = re.search(r"\bpid (\d+)\b", announce)
+    if found:
+        return int(found.group(1))
+    target = canonical(mountpoint)
+    for line in acxfs("status").stdout.splitlines():
+        match = re.match(r"(\S+)\s.*\bpid=(\d+)\b", line)
+        if match and match.group(1) == target:
+            return int(match.group(2))
+    return None
+
+
+def force_cleanup(mountpoint: Path | str, pid: int | None = None) -> list[str]:
+    """Detach the mount at `mountpoint` and end its daemon without acxfs; what had to be done."""
+    done: list[str] = []
+    tool = shutil.which("fusermount") or shutil.which("fusermount3") or "fusermount"
+    if mount_rows(mountpoint):
+        with contextlib.suppress(subprocess.TimeoutExpired, OSError):
+            run([tool, "-uz", mountpoint], timeout=COMMAND_TIMEOUT)
+        if mount_rows(mountpoint) and os.geteuid() == 0:
+            with contextlib.suppress(subprocess.TimeoutExpired, OSError):
+                run(["umount", "-l", mountpoint], timeout=COMMAND_TIMEOUT)
+        done.append(f"had to detach {mountpoint} with {tool} -uz")
+    pids = {pid} if pid else set()
+    pids.update(processes_mentioning(canonical(mountpoint)))
+    for stray in sorted(p for p in pids if pid_alive(p)):
+        if wait_for(lambda p=stray: not pid_alive(p), EXIT_TIMEOUT):
+            continue
+        done.append(f"had to kill the daemon {stray}")
+        for sig in (signal.SIGTERM, signal.SIGKILL):
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(stray, sig)
+            if wait_for(lambda p=stray: not pid_alive(p), 3.0):
+                break
+    return done
+
+
+def unmount(mountpoint: Path | str, pid: int | None) -> list[str]:
+    """`acxfs umount`, then wait for the daemon; returns the problems (empty when clean)."""
+    problems: list[str] = []
+    if mount_rows(mountpoint):
+        try:
+            done = acxfs("umount", mountpoint)
+            if done.returncode != 0:
+                problems.append(f"acxfs umount exited {done.returncode}: {done.stderr.strip()}")
+        except subprocess.TimeoutExpired:
+            problems.append("acxfs umount timed out")
+    if mount_rows(mountpoint):
+        problems.append(f"{mountpoint} is still mounted after acxfs umount")
+    if pid is not None and not wait_for(lambda: not pid_alive(pid), EXIT_TIMEOUT):
+        problems.append(f"the daemon {pid} is still running after the unmount")
+    problems += force_cleanup(mountpoint, pid)
+    assert not mount_rows(mountpoint), f"{mountpoint} could not be unmounted"
+    assert pid is None or not pid_alive(pid), f"the daemon {pid} could not be stopped"
+    return problems
+
+
+@dataclass
+class Mount:
+    """A live mount made by `mounted()`."""
+
+    mountpoint: Path
+    container: Path
+    pid: int
+    stdout: str
+    stderr: str
+
+    def proc_row(self) -> list[str]:
+        rows = mount_rows(self.mountpoint)
+        assert len(rows) == 1, rows
+        return rows[0]
+
+
+class MountFailed(AssertionError):
+    """`acxfs mount` exited non-zero where the test expected a mount."""
+
+
+@contextlib.contextmanager
+def mounted(container: Path | str, mountpoint: Path | str, *options: object,
+            timeout: float = COMMAND_TIMEOUT) -> Iterator[Mount]:
+    """`acxfs mount CONTAINER MOUNTPOINT OPTIONS...`, live on entry, gone on exit."""
+    mountpoint = Path(mountpoint)
+    try:
+        done = acxfs("mount", container, mountpoint, *options, timeout=timeout)
+    except subprocess.TimeoutExpired:
+        force_cleanup(mountpoint)
+        raise
+    live = os.path.ismount(mountpoint)  # checked first: the mount must be live on return
+    if done.returncode != 0:
+        force_cleanup(mountpoint)
+        raise MountFailed(f"acxfs mount exited {done.returncode}: {done.stderr.strip()}")
+    pid = daemon_pid(mountpoint, done.stderr)
+    if not live or pid is None:
+        force_cleanup(mountpoint, pid)
+        raise MountFailed(f"acxfs mount returned 0 but live={live}, pid={pid}: {done.stderr}")
+    ok = False
+    try:
+        yield Mount(mountpoint, Path(container), pid, done.stdout, done.stderr)
+        ok = True
+    finally:
+        problems = unmount(mountpoint, pid)
+        if problems:
+            if ok:
+                raise AssertionError("unclean unmount: " + "; ".join(problems))
+            print("unclean unmount: " + "; ".join(problems), file=sys.stderr)
+
+
+def attempt_mount(container: Path | str, mountpoint: Path | str, *options: object,
+                  timeout: float = COMMAND_TIMEOUT) -> subprocess.CompletedProcess[str]:
+    """Run `acxfs mount` expecting it to fail; if it mounted after all, unmount it again."""
+    before = len(mount_rows(mountpoint))
+    try:
+        done = acxfs("mount", container, mountpoint, *options, timeout=timeout)
+    except subprocess.TimeoutExpired:
+        if len(mount_rows(mountpoint)) > before:
+            force_cleanup(mountpoint)
+        raise
+    if len(mount_rows(mountpoint)) > before:  # it mounted after all (on top of any old mount)
+        unmount(mountpoint, daemon_pid("", done.stderr) if "pid " in done.stderr else None)
+    return done
+
+
+def read_xattr(path: Path | str, name: str) -> str:
+    """`getfattr -n NAME --only-values PATH` (fails the test if getfattr does)."""
+    done = run(["getfattr", "--absolute-names", "-n", name, "--only-values", path])
+    assert done.returncode == 0, done.stderr
+    return done.stdout
