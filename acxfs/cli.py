@@ -14,11 +14,10 @@ import sys
 import tempfile
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import TextIO
+from typing import TYPE_CHECKING, TextIO
 
 from acxfs import __version__
 from acxfs import verdict as v
-from acxfs.content import ContentStore
 from acxfs.errors import (
     AcxfsError,
     EnvironmentProblem,
@@ -26,8 +25,10 @@ from acxfs.errors import (
     TamperError,
     UntrustedError,
 )
-from acxfs.loader import Report, check, open_source
 from acxfs.trust import TrustContext, load_trust
+
+if TYPE_CHECKING:
+    from acxfs.loader import Report
 
 Handler = Callable[[argparse.Namespace], int]
 
@@ -177,6 +178,8 @@ def verdict_json(verdict: v.Verdict) -> dict[str, object]:
 
 
 def cmd_verify(args: argparse.Namespace) -> int:
+    from acxfs.loader import check
+
     report = check(args.container, _trust(args), deep=args.deep)
     verdict = report.verdict
     if args.json:
@@ -194,6 +197,7 @@ def cmd_verify(args: argparse.Namespace) -> int:
 
 def cmd_inspect(args: argparse.Namespace) -> int:
     from acxfs.inspect import describe
+    from acxfs.loader import check
 
     report = check(args.container, _trust(args))
     doc = describe(report)
@@ -244,6 +248,8 @@ def cmd_pack(args: argparse.Namespace) -> int:
 
 
 def _open(args: argparse.Namespace, with_save: bool = False):  # type: ignore[no-untyped-def]
+    from acxfs.loader import open_source
+
     source, verdict = open_source(args.container, _trust(args), args.min_trust, with_save)
     if verdict.status != "verified":
         print(f"acxfs: warning: {verdict.line}", file=sys.stderr)
@@ -298,6 +304,8 @@ def cmd_cat(args: argparse.Namespace) -> int:
         assert entry is not None
         if entry.is_dir:
             raise EnvironmentProblem(f"{path}: is a directory")
+        from acxfs.content import ContentStore
+
         blob = ContentStore(source.raw_chunks).get(entry)
         out = sys.stdout.buffer
         step = 1024 * 1024
@@ -327,6 +335,8 @@ def cmd_extract(args: argparse.Namespace) -> int:
         dest.parent.mkdir(parents=True, exist_ok=True)
         staging = Path(tempfile.mkdtemp(prefix=f".{dest.name}.acxfs-", dir=dest.parent))
         try:
+            from acxfs.content import ContentStore
+
             store = ContentStore(source.raw_chunks)
             count = 0
             for entry in source.tree.files(root):

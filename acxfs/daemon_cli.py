@@ -15,7 +15,6 @@ from pathlib import Path
 from typing import Any
 
 from acxfs import verdict as v
-from acxfs.content import ContentStore
 from acxfs.errors import EnvironmentProblem
 
 
@@ -106,6 +105,8 @@ def cmd_mount(args: argparse.Namespace) -> int:
         raise
 
     # The FUSE layer logs each failed check (fs.AcxOperations.open): one line per tamper event.
+    from acxfs.content import ContentStore
+
     store = ContentStore(source.raw_chunks)
     try:
         return daemon.mount(source, store, verdict, container, args.mountpoint, root, view,
