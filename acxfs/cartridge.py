@@ -13,9 +13,9 @@ import datetime as dt
 import hashlib
 import json
 import re
-from operator import attrgetter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
+from operator import attrgetter
 
 from acxfs import verdict as v
 from acxfs.dsse import IN_TOTO_PAYLOAD_TYPE, EnvelopeFormatError, check_signatures, parse_envelope
