@@ -38,7 +38,8 @@ def _trust_options(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--registry", action="append", default=[], metavar="FILE",
                        help="an acx.trust-registry/1 file to trust for this command (repeatable)")
     group.add_argument("--trust-key", action="append", default=[], metavar="FILE",
-                       help="an Ed25519 public key (SPKI PEM) to trust for this command")
+                       help="an Ed25519 public key (SPKI PEM, or SPKI DER in base64) to trust "
+                       "for this command")
 
 
 def _policy_options(parser: argparse.ArgumentParser) -> None:
@@ -279,7 +280,7 @@ def cmd_ls(args: argparse.Namespace) -> int:
         for name in names:
             item = source.tree.lookup(name)
             assert item is not None
-            shown = name + ("/" if item.is_dir else "")
+            shown = _printable(name) + ("/" if item.is_dir else "")
             if args.long:
                 digest = item.digest.hex() if item.digest else "-"
                 print(f"{_mode_text(item.mode)} {item.size:>10} {digest:64} {shown}")
@@ -288,6 +289,13 @@ def cmd_ls(args: argparse.Namespace) -> int:
     finally:
         source.close()
     return 0
+
+
+def _printable(name: str) -> str:
+    """A name fit for a terminal: control and unprintable characters escaped."""
+    if name.isprintable():
+        return name
+    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in name)
 
 
 def _mode_text(mode: int) -> str:

@@ -150,10 +150,12 @@ def add_commands(subs: Any, sub: Any, trust_options: Any, policy_options: Any) -
             "  acxfs mount research.acx /mnt/r --skills --min-trust portable", cmd_mount)
     p.add_argument("container", metavar="CART")
     p.add_argument("mountpoint", metavar="MOUNTPOINT")
-    view = p.add_argument_group("view (default: the whole ROM under rom/, or the skill named "
-                                "like the mountpoint)")
-    view.add_argument("--skill", metavar="NAME", help="mount rom/skills/NAME as the root")
-    view.add_argument("--skills", action="store_true", help="mount rom/skills/ as the root")
+    view = p.add_argument_group("view (default: the whole container, or the skill named like "
+                                "the mountpoint; skills live in rom/skills/ in a cartridge, "
+                                "skills/ in an .azp package)")
+    view.add_argument("--skill", metavar="NAME", help="mount the skill directory NAME as the root")
+    view.add_argument("--skills", action="store_true",
+                      help="mount the skills directory as the root")
     view.add_argument("--root-view", action="store_true",
                       help="mount the whole container even inside a skills/ directory")
     view.add_argument("--with-save", action="store_true",

@@ -120,6 +120,8 @@ def open_source(
     if fmt == "azp":
         from acxfs.sources import azp
 
+        if with_save:
+            raise EnvironmentProblem(f"{path} is an .azp package: it has no SAVE zone")
         return azp.open_source(path, trust, min_trust, limits=limits)  # type: ignore[return-value]
     report = check_cartridge(path, trust, limits)
     if report.verified is None or not report.verdict.allows(min_trust):
