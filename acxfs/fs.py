@@ -70,9 +70,7 @@ class AcxOperations(Operations):  # type: ignore[misc]
         self._handles: dict[int, VerifiedBlob] = {}
         self._next_fh = 1
         self._lock = threading.Lock()
-        self._total = sum(e.size for e in self.tree.files(self.root))
-        self._count = sum(1 for _ in self.tree.files(self.root)) if self.root else len(
-            self.tree.entries)
+        self._usage: tuple[int, int] | None = None  # (bytes, entries), on first statfs
 
     # --- lifecycle ---------------------------------------------------------------------
 
@@ -143,9 +141,14 @@ class AcxOperations(Operations):  # type: ignore[misc]
 
     @_guard
     def statfs(self, path: str) -> dict[str, int]:
+        if self._usage is None:  # computed once, not at mount: the view never changes
+            prefix = f"{self.root}/" if self.root else ""
+            inside = [e for p, e in self.tree.entries.items() if p.startswith(prefix) and p]
+            self._usage = (sum(e.size for e in inside if not e.is_dir), len(inside) + 1)
+        total, count = self._usage
         return {
-            "f_bsize": BLOCK, "f_frsize": BLOCK, "f_blocks": (self._total + BLOCK - 1) // BLOCK,
-            "f_bfree": 0, "f_bavail": 0, "f_files": self._count, "f_ffree": 0, "f_favail": 0,
+            "f_bsize": BLOCK, "f_frsize": BLOCK, "f_blocks": (total + BLOCK - 1) // BLOCK,
+            "f_bfree": 0, "f_bavail": 0, "f_files": count, "f_ffree": 0, "f_favail": 0,
             "f_namemax": 255, "f_flag": os.ST_RDONLY,
         }
 
