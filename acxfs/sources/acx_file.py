@@ -13,15 +13,20 @@ import contextlib
 import os
 import re
 import sqlite3
-import stat
 import threading
 import urllib.parse
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from hashlib import sha256
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
-from acxfs.errors import EnvironmentProblem, IncompatibleError, LimitError, MalformedError
+from acxfs.errors import (
+    AcxfsError,
+    EnvironmentProblem,
+    IncompatibleError,
+    LimitError,
+    MalformedError,
+)
 from acxfs.jcs import canonical_bytes
 from acxfs.limits import DEFAULT_LIMITS, Limits
 
@@ -49,8 +54,9 @@ TABLE_COLUMNS: dict[str, tuple[str, ...]] = {
 
 SEGMENT_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
 PATH_RE = re.compile(r"(?:rom|save)(?:/[A-Za-z0-9][A-Za-z0-9._-]{0,127})+")
+BOUNDED_PATH_RE = re.compile(r"(?:rom|save)(?:/[A-Za-z0-9][A-Za-z0-9._-]{0,127}){1,63}")
 OID_RE = re.compile(r"sha256:[0-9a-f]{64}")
-OID_HEX_RE = re.compile(r"[0-9a-f]{64}")
+OIDS_RE = re.compile(r"(?:sha256:[0-9a-f]{64})*")  # oids concatenated
 OBJECT_KINDS = frozenset({"sqlar", "memory", "cartridge", "skill", "attestation"})
 ZONES = frozenset({"rom", "save"})
 
@@ -258,6 +264,18 @@ def check_path(name: str, limits: Limits = DEFAULT_LIMITS) -> None:
             raise MalformedError(f"unsafe path {name!r}")
 
 
+def check_paths(names: list[str], limits: Limits = DEFAULT_LIMITS) -> None:
+    """check_path for many names at C speed; per name in Python only to name a culprit."""
+    if (
+        all(map(BOUNDED_PATH_RE.fullmatch, names))
+        and max(map(len, names), default=0) <= limits.max_name_bytes
+        and limits.max_depth >= 64
+    ):
+        return
+    for name in names:
+        check_path(name, limits)
+
+
 def _read_sqlar(
     conn: sqlite3.Connection, limits: Limits
 ) -> tuple[tuple[SqlarRow, ...], tuple[str, ...]]:
@@ -273,33 +291,33 @@ def _read_sqlar(
         raise MalformedError(
             f"sqlar row {bad[0]}: name must be text, mode/mtime/sz integers and data a BLOB"
         )
-    files: list[SqlarRow] = []
-    dirs: list[str] = []
-    seen: set[str] = set()
-    query = "SELECT rowid, name, mode, mtime, sz, length(data), data IS NULL FROM sqlar"
-    for rowid, name, mode, mtime, sz, dlen, data_null in conn.execute(query):
-        if name in seen:
-            raise MalformedError(f"duplicate sqlar name {name!r}")
-        seen.add(name)
-        mode = 0o100644 if mode is None else mode
-        kind = mode & 0o170000
-        if kind == stat.S_IFDIR:
-            if name in ZONES:
-                continue
-            check_path(name, limits)
-            if dlen not in (None, 0):
-                raise MalformedError(f"{name}: a directory row holds data")
-            dirs.append(name)
-            continue
-        if kind not in (0, stat.S_IFREG):
-            raise MalformedError(f"{name}: not a regular file or directory (mode {mode:o})")
-        check_path(name, limits)
-        stored = dlen or 0
-        if sz < 0 or stored > sz or (data_null and sz > 0):
-            raise MalformedError(f"{name}: stored size {stored} does not fit sz {sz}")
-        if sz > limits.max_file_bytes:
-            raise LimitError(f"{name}: {sz} bytes, more than the per-file limit")
-        files.append(SqlarRow(rowid, name, mode & 0o7777, mtime or 0, sz, stored))
+    # Each structural rule is one query: SQLite scans the rows, Python sees only offenders.
+    not_dir = "(mode IS NULL OR (mode & 61440) != 16384)"
+    checks: list[tuple[str, Callable[[tuple[Any, ...]], AcxfsError]]] = [
+        ("SELECT name, mode FROM sqlar WHERE (mode & 61440) NOT IN (0, 32768, 16384)",
+         lambda r: MalformedError(f"{r[0]}: not a regular file or directory (mode {r[1]:o})")),
+        ("SELECT name FROM sqlar WHERE (mode & 61440) = 16384 AND length(data) > 0",
+         lambda r: MalformedError(f"{r[0]}: a directory row holds data")),
+        (f"SELECT name, sz, length(data) FROM sqlar WHERE {not_dir} "
+         "AND (sz < 0 OR length(data) > sz OR (data IS NULL AND sz > 0))",
+         lambda r: MalformedError(f"{r[0]}: stored size {r[2] or 0} does not fit sz {r[1]}")),
+        (f"SELECT name, sz FROM sqlar WHERE {not_dir} AND sz > {int(limits.max_file_bytes)}",
+         lambda r: LimitError(f"{r[0]}: {r[1]} bytes, more than the per-file limit")),
+        ("SELECT name FROM sqlar GROUP BY name HAVING count(*) > 1",
+         lambda r: MalformedError(f"duplicate sqlar name {r[0]!r}")),
+    ]
+    for query, error in checks:
+        offender = conn.execute(query + " LIMIT 1").fetchone()
+        if offender is not None:
+            raise error(offender)
+    files = list(map(SqlarRow._make, conn.execute(
+        "SELECT rowid, name, ifnull(mode, 420) & 4095, ifnull(mtime, 0), sz, "
+        f"ifnull(length(data), 0) FROM sqlar WHERE {not_dir}"
+    )))
+    dirs = [name for (name,) in conn.execute(
+        "SELECT name FROM sqlar WHERE (mode & 61440) = 16384 AND name NOT IN ('rom', 'save')"
+    )]
+    check_paths([row.name for row in files] + dirs, limits)
     _check_conflicts(files, dirs)
     return tuple(files), tuple(dirs)
 
@@ -335,9 +353,10 @@ def _read_objects(conn: sqlite3.Connection, limits: Limits) -> tuple[ObjectRow, 
         rows.extend(map(make, batch))
         if len(rows) > limits.max_objects:
             raise LimitError(f"objects has more than the limit of {limits.max_objects} rows")
-    for row in rows:
-        if row.kind == "sqlar" and not OID_HEX_RE.fullmatch(row.oid, 7):
-            raise MalformedError(f"objects row {row.source_ref!r} has a malformed oid")
+    if not OIDS_RE.fullmatch("".join([row.oid for row in rows])):
+        for row in rows:
+            if not OID_RE.fullmatch(row.oid):
+                raise MalformedError(f"objects row {row.source_ref!r} has a malformed oid")
     return tuple(rows)
 
 
