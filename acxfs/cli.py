@@ -166,7 +166,7 @@ def _verdict_facts(verdict: v.Verdict) -> list[str]:
         lines.append(f"publisher: {verdict.publisher}")
     if verdict.signed_at:
         lines.append(f"signedAt: {verdict.signed_at}")
-    return lines
+    return [v.printable(line) for line in lines]
 
 
 def verdict_json(verdict: v.Verdict) -> dict[str, object]:
@@ -183,7 +183,7 @@ def cmd_verify(args: argparse.Namespace) -> int:
 
     report = check(args.container, _trust(args), deep=args.deep)
     verdict = report.verdict
-    if args.json:
+    if args.json:  # json.dumps escapes every control character itself
         doc = verdict_json(verdict) | {"container": args.container, "format": report.format,
                                        "deep": args.deep, "warnings": report.warnings}
         print(json.dumps(doc, indent=2))
@@ -192,7 +192,7 @@ def cmd_verify(args: argparse.Namespace) -> int:
     for line in _verdict_facts(verdict):
         print(line)
     for warning in report.warnings:
-        print(f"warning: {warning}")
+        print(v.printable(f"warning: {warning}"))
     return verdict.exit_code
 
 
@@ -280,7 +280,7 @@ def cmd_ls(args: argparse.Namespace) -> int:
         for name in names:
             item = source.tree.lookup(name)
             assert item is not None
-            shown = _printable(name) + ("/" if item.is_dir else "")
+            shown = v.printable(name) + ("/" if item.is_dir else "")
             if args.long:
                 digest = item.digest.hex() if item.digest else "-"
                 print(f"{_mode_text(item.mode)} {item.size:>10} {digest:64} {shown}")
@@ -289,13 +289,6 @@ def cmd_ls(args: argparse.Namespace) -> int:
     finally:
         source.close()
     return 0
-
-
-def _printable(name: str) -> str:
-    """A name fit for a terminal: control and unprintable characters escaped."""
-    if name.isprintable():
-        return name
-    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in name)
 
 
 def _mode_text(mode: int) -> str:
@@ -427,17 +420,17 @@ def main(argv: Sequence[str] | None = None) -> int:
         from acxfs.daemon_cli import advice
 
         for line in advice(verdict, getattr(args, "container", "")):
-            print(line, file=sys.stderr)
+            print(v.printable(line), file=sys.stderr)
         return verdict.exit_code
     except TamperError as exc:
-        print(f"acxfs: error: {exc} (tampered: the bytes differ from what was signed)",
-              file=sys.stderr)
+        print(v.printable(f"acxfs: error: {exc} (tampered: the bytes differ from what was "
+                          "signed)"), file=sys.stderr)
         return 5
     except EnvironmentProblem as exc:
-        print(f"acxfs: error: {exc}", file=sys.stderr)
+        print(v.printable(f"acxfs: error: {exc}"), file=sys.stderr)
         return 2
     except (InputError, AcxfsError) as exc:
-        print(f"acxfs: error: {exc}", file=sys.stderr)
+        print(v.printable(f"acxfs: error: {exc}"), file=sys.stderr)
         return 1
     except KeyboardInterrupt:
         print("acxfs: interrupted", file=sys.stderr)

@@ -22,7 +22,7 @@ from collections import OrderedDict
 from collections.abc import Callable, Iterator
 from typing import Protocol
 
-from acxfs.errors import TamperError
+from acxfs.errors import EnvironmentProblem, TamperError
 from acxfs.limits import DEFAULT_LIMITS, Limits
 from acxfs.sources.base import Entry, SourceStats
 
@@ -196,6 +196,12 @@ def verify_content(
             sink.discard()
             problem = problem or str(exc)  # the likelier codec's reason is the one to report
             continue
+        except OSError as exc:
+            sink.discard()
+            raise EnvironmentProblem(
+                f"cannot hold the verified bytes of {entry.path} in "
+                f"{spill_dir or tempfile.gettempdir()} ({exc.strerror or exc})"
+            ) from exc
         except BaseException:
             sink.discard()
             raise
@@ -227,6 +233,8 @@ class ContentStore:
         self._cached_bytes = 0
         self._lock = threading.Lock()
         self._flights: dict[str, threading.Lock] = {}
+        self._inflight = 0  # bytes being verified right now, bounded by limits.inflight_bytes
+        self._room = threading.Condition(self._lock)
 
     def get(self, entry: Entry) -> VerifiedBlob:
         """The verified bytes of `entry` (raises TamperError; never returns unverified bytes)."""
@@ -239,8 +247,12 @@ class ContentStore:
             blob = self._cached(entry.path)
             if blob is not None:
                 return blob
-            with self._lock:
+            weight = min(entry.size, self._limits.inflight_bytes)
+            with self._room:
                 self.stats.cache_misses += 1
+                while self._inflight and self._inflight + weight > self._limits.inflight_bytes:
+                    self._room.wait()
+                self._inflight += weight
             try:
                 blob = verify_content(
                     entry, lambda: self._open_chunks(entry), self._limits, self._spill_dir
@@ -252,8 +264,10 @@ class ContentStore:
                     self._on_tamper(exc)
                 raise
             finally:
-                with self._lock:
+                with self._room:
                     self._flights.pop(entry.path, None)
+                    self._inflight -= weight
+                    self._room.notify_all()
             with self._lock:
                 self.stats.blobs_inflated += 1
                 self.stats.bytes_verified += blob.size

@@ -7,6 +7,7 @@ Only cartridge keys bound by a verified object are shown as signed; the skill li
 from __future__ import annotations
 
 from acxfs.loader import Report
+from acxfs.verdict import printable
 
 
 def describe(report: Report) -> dict[str, object]:
@@ -74,4 +75,4 @@ def render(report: Report, doc: dict[str, object]) -> str:
         lines.append(f"    {item['description']}")
     if not index:
         lines.append("  (none)")
-    return "\n".join(lines) + "\n"
+    return "\n".join(printable(line) for line in lines) + "\n"

@@ -141,6 +141,9 @@ def parse_registry(text: str, source: str, limits: Limits = DEFAULT_LIMITS) -> l
         if not isinstance(keyid, str) or keyid in seen:
             raise bad(f"duplicate or invalid keyid {keyid!r}")
         seen.add(keyid)
+        for name in ("status", "algorithm", "revocationReason", "revokedAt"):
+            if name in item and item[name] is not None and not isinstance(item[name], str):
+                raise bad(f"{keyid}: {name} must be a string")
         if item["algorithm"] != "ed25519":
             raise bad(f"{keyid}: algorithm is not ed25519")
         if item["status"] not in _STATUSES:

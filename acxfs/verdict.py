@@ -38,6 +38,14 @@ UNVERIFIED = "Signature present but UNVERIFIED (no public key available)."
 LOCAL = "Signed by this instance."
 
 
+def printable(text: str) -> str:
+    """Untrusted text made safe for a terminal: control, unprintable and lone surrogate
+    characters are shown as escapes, so no byte from a container can drive the terminal."""
+    if text.isprintable():
+        return text
+    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
+
+
 def trusted_summary(publisher: str) -> str:
     return f"Signed by trusted publisher {publisher}."
 
@@ -63,7 +71,7 @@ class Verdict:
     @property
     def line(self) -> str:
         label = "malformed" if self.trust == "incompatible" else self.trust
-        return f"{self.status} / {label} - {self.summary}"
+        return printable(f"{self.status} / {label} - {self.summary}")
 
     @property
     def is_integrity_failure(self) -> bool:

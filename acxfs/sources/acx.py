@@ -6,9 +6,11 @@ which releases them only after their sha256 matched the entry's digest.
 
 from __future__ import annotations
 
+import sqlite3
 from collections.abc import Iterator
 
 from acxfs.cartridge import VerifiedCartridge
+from acxfs.errors import TamperError
 from acxfs.limits import DEFAULT_LIMITS, Limits
 from acxfs.sources.acx_file import ConnectionPool, blob_chunks
 from acxfs.sources.base import Entry, Tree, build_tree
@@ -45,8 +47,16 @@ class CartridgeSource:
         return ""
 
     def raw_chunks(self, entry: Entry) -> Iterator[bytes]:
-        with self._pool.connection() as conn:
-            yield from blob_chunks(conn, entry.ref, entry.stored_size, self._limits.chunk_bytes)
+        """The row's stored bytes; a row that no longer reads as checked is a TamperError."""
+        try:
+            with self._pool.connection() as conn:
+                yield from blob_chunks(conn, entry.ref, entry.stored_size,
+                                       self._limits.chunk_bytes)
+        except (sqlite3.Error, UnicodeDecodeError, ValueError) as exc:
+            raise TamperError(
+                f"{entry.path} cannot be read as it was checked ({exc}); the file changed",
+                entry.path,
+            ) from exc
 
     def close(self) -> None:
         self._pool.close()

@@ -172,7 +172,7 @@ def read_cartridge(path: str, limits: Limits = DEFAULT_LIMITS) -> CartridgeRows:
         return _read(conn, path, limits)
     except sqlite3.Error as exc:
         raise MalformedError(f"corrupt database ({exc})") from exc
-    except (OverflowError, MemoryError, RecursionError) as exc:
+    except (OverflowError, MemoryError, RecursionError, UnicodeDecodeError) as exc:
         raise MalformedError(f"corrupt database ({type(exc).__name__})") from exc
     finally:
         conn.close()
@@ -295,16 +295,29 @@ def _read_sqlar(
     not_dir = "(mode IS NULL OR (mode & 61440) != 16384)"
     checks: list[tuple[str, Callable[[tuple[Any, ...]], AcxfsError]]] = [
         ("SELECT name, mode FROM sqlar WHERE (mode & 61440) NOT IN (0, 32768, 16384)",
-         lambda r: MalformedError(f"{r[0]}: not a regular file or directory (mode {r[1]:o})")),
+         lambda r: MalformedError(f"{r[0]!r}: not a regular file or directory (mode {r[1]:o})")),
         ("SELECT name FROM sqlar WHERE (mode & 61440) = 16384 AND length(data) > 0",
-         lambda r: MalformedError(f"{r[0]}: a directory row holds data")),
+         lambda r: MalformedError(f"{r[0]!r}: a directory row holds data")),
         (f"SELECT name, sz, length(data) FROM sqlar WHERE {not_dir} "
          "AND (sz < 0 OR length(data) > sz OR (data IS NULL AND sz > 0))",
-         lambda r: MalformedError(f"{r[0]}: stored size {r[2] or 0} does not fit sz {r[1]}")),
+         lambda r: MalformedError(f"{r[0]!r}: stored size {r[2] or 0} does not fit sz {r[1]}")),
         (f"SELECT name, sz FROM sqlar WHERE {not_dir} AND sz > {int(limits.max_file_bytes)}",
-         lambda r: LimitError(f"{r[0]}: {r[1]} bytes, more than the per-file limit")),
+         lambda r: LimitError(f"{r[0]!r}: {r[1]} bytes, more than the per-file limit")),
         ("SELECT name FROM sqlar GROUP BY name HAVING count(*) > 1",
          lambda r: MalformedError(f"duplicate sqlar name {r[0]!r}")),
+        ("SELECT key FROM cartridge GROUP BY key HAVING count(*) > 1",
+         lambda r: MalformedError(f"duplicate cartridge key {r[0]!r}")),
+        ("SELECT id FROM memory GROUP BY id HAVING count(*) > 1",
+         lambda r: MalformedError(f"duplicate memory id {r[0]!r}")),
+        ("SELECT id FROM capabilities GROUP BY id HAVING count(*) > 1",
+         lambda r: MalformedError(f"duplicate capability id {r[0]!r}")),
+        ("SELECT sqlar_path FROM acx_skill GROUP BY sqlar_path HAVING count(*) > 1",
+         lambda r: MalformedError(f"duplicate acx_skill row {r[0]!r}")),
+        ("SELECT key FROM cartridge WHERE length(value) > "
+         f"{int(limits.max_meta_bytes)} UNION ALL SELECT id FROM memory WHERE length(payload) > "
+         f"{int(limits.max_meta_bytes)} UNION ALL SELECT id FROM capabilities WHERE length(json) > "
+         f"{int(limits.max_meta_bytes)}",
+         lambda r: LimitError(f"{r[0]!r} holds a value larger than the limit")),
     ]
     for query, error in checks:
         offender = conn.execute(query + " LIMIT 1").fetchone()
