@@ -360,6 +360,24 @@ def test_legacy_cartridge_is_refused_by_default(
     assert "--min-trust legacy" in err
 
 
+def test_legacy_cartridge_mounts_with_min_trust_legacy_and_still_checks_digests(
+    make_cartridge: Callable[..., Path], tmp_path: Path
+) -> None:
+    container = make_cartridge("legacy.acx", signer=None)
+    original = DEMO_FILES[GUIDE]
+    corrupted = original.replace(b"read", b"REAd")
+    with sqlite3.connect(container) as conn:  # corruption: bytes differ from the recorded oid
+        conn.execute("UPDATE sqlar SET data=? WHERE name=?", (cw.compress(corrupted), GUIDE))
+    with mounted(container, tmp_path / "mnt", "--min-trust", "legacy") as m:
+        notes = (m.mountpoint / "rom" / "knowledge" / "NOTES.md").read_bytes()
+        done = subprocess.run(["cat", str(m.mountpoint / GUIDE)], capture_output=True)
+        trust = read_xattr(m.mountpoint, "user.acx.trust")
+    assert "warning / legacy" in m.stderr and "corruption, not tampering" in m.stderr
+    assert notes == DEMO_FILES["rom/knowledge/NOTES.md"]
+    assert done.returncode != 0 and b"Input/output error" in done.stderr and done.stdout == b""
+    assert trust == "legacy"
+
+
 def test_portable_cartridge_is_refused_by_default(
     make_cartridge: Callable[..., Path], signer: cw.Signer, tmp_path: Path
 ) -> None:
