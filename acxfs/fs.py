@@ -14,7 +14,7 @@ import json
 import os
 import stat
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any, TypeVar
 
 from fuse import FuseOSError, Operations
@@ -117,18 +117,14 @@ class AcxOperations(Operations):  # type: ignore[misc]
         return self._stat(self._entry(path))
 
     @_guard
-    def readdir(self, path: str, fh: object) -> Iterator[tuple[str, dict[str, int] | None, int]]:
+    def readdir(self, path: str, fh: object) -> list[str]:
+        # Names only: libfuse2 has no READDIRPLUS, so the kernel would use nothing of a full
+        # stat but the type, and filling one per entry through ctypes costs more than the
+        # lookup it does not save. Attributes come from getattr, cached by the kernel.
         entry = self._entry(path)
         if not entry.is_dir:
             raise FuseOSError(errno.ENOTDIR)
-        items: list[tuple[str, dict[str, int] | None, int]] = [
-            (".", self._stat(entry), 0), ("..", None, 0)
-        ]
-        for name in self.tree.list(entry.path):
-            child = self.tree.lookup(f"{entry.path}/{name}" if entry.path else name)
-            if child is not None:
-                items.append((name, self._stat(child), 0))
-        return iter(items)
+        return [".", "..", *self.tree.list(entry.path)]
 
     @_guard
     def access(self, path: str, amode: int) -> int:
@@ -176,6 +172,8 @@ class AcxOperations(Operations):  # type: ignore[misc]
 
     @_guard
     def getxattr(self, path: str, name: str, position: int = 0) -> bytes:
+        if not name.startswith("user.acx."):  # ls asks for ACLs and labels on every file
+            raise FuseOSError(errno.ENODATA)
         value = self._xattrs(self._entry(path)).get(name)
         if value is None:
             raise FuseOSError(errno.ENODATA)
