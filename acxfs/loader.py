@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import datetime as dt
 import functools
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Literal
 
@@ -18,6 +19,7 @@ from acxfs.content import verify_content
 from acxfs.errors import EnvironmentProblem, TamperError, UntrustedError
 from acxfs.limits import DEFAULT_LIMITS, Limits
 from acxfs.sources.acx import CartridgeSource
+from acxfs.sources.base import Entry
 from acxfs.trust import TrustContext
 
 Format = Literal["acx", "azp"]
@@ -65,6 +67,9 @@ def check(
     return result
 
 
+SMALL_BLOB = 1024 * 1024
+
+
 def _deep_check(result: Report, report: CartridgeReport, limits: Limits) -> None:
     """Inflate and hash every ROM file; re-derive the skill index (differences are warnings)."""
     assert report.verified is not None
@@ -72,24 +77,43 @@ def _deep_check(result: Report, report: CartridgeReport, limits: Limits) -> None
     signed = result.verdict.status != "warning" or not (
         result.verdict.trust == "legacy" or result.verdict.unverified
     )
+    pending = {e.ref: e for e in source.tree.files()}
+
+    def check_one(entry: Entry, opener: Callable[[], Iterator[bytes]]) -> bool:
+        """False when the check must stop (a signed file differs)."""
+        if entry.digest is None:
+            result.warnings.append(f"{entry.path} has no recorded digest")
+            return True
+        try:
+            blob = verify_content(entry, opener, limits)
+        except TamperError as exc:
+            if signed:
+                result.verdict = v.Verdict("tampered", v.CONTENT_DIVERGES)
+                result.warnings.append(str(exc))
+                return False
+            result.warnings.append(f"{exc} (unsigned: corruption, not tampering)")
+            return True
+        if entry.path.count("/") == 3 and entry.path.startswith("rom/skills/") \
+                and entry.name == "SKILL.md":
+            _compare_index(result, report, entry.path, blob.read(0, blob.size))
+        blob.close()
+        return True
+
     try:
-        for entry in source.tree.files():
-            if entry.digest is None:
-                result.warnings.append(f"{entry.path} has no recorded digest")
+        for rowid, data in source.small_blobs(SMALL_BLOB):  # one scan for the many small files
+            entry = pending.pop(rowid, None)
+            if entry is None:
                 continue
-            try:
-                blob = verify_content(entry, functools.partial(source.raw_chunks, entry), limits)
-            except TamperError as exc:
-                if signed:
-                    result.verdict = v.Verdict("tampered", v.CONTENT_DIVERGES)
-                    result.warnings.append(str(exc))
-                    return
-                result.warnings.append(f"{exc} (unsigned: corruption, not tampering)")
-                continue
-            if entry.path.startswith("rom/skills/") and entry.path.count("/") == 3 \
-                    and entry.name == "SKILL.md":
-                _compare_index(result, report, entry.path, blob.read(0, blob.size))
-            blob.close()
+            if len(data) != entry.stored_size:
+                data = b"\x00" * (entry.stored_size + 1)  # changed since the check: must fail
+            if not check_one(entry, functools.partial(iter, [data])):
+                return
+        for entry in sorted(pending.values(), key=lambda e: e.path):
+            if not check_one(entry, functools.partial(source.raw_chunks, entry)):
+                return
+    except TamperError as exc:
+        result.verdict = v.Verdict("tampered", v.CONTENT_DIVERGES)
+        result.warnings.append(str(exc))
     finally:
         source.close()
 

@@ -58,5 +58,17 @@ class CartridgeSource:
                 entry.path,
             ) from exc
 
+    def small_blobs(self, max_stored: int) -> Iterator[tuple[int, bytes]]:
+        """(rowid, stored bytes) of every row stored in at most `max_stored` bytes, in one scan
+        (for `verify --deep`, where a BLOB handle per small file costs more than the file)."""
+        try:
+            with self._pool.connection() as conn:
+                cursor = conn.execute(
+                    "SELECT rowid, data FROM sqlar WHERE length(data) <= ?", (max_stored,))
+                for rowid, data in cursor:
+                    yield rowid, data if isinstance(data, bytes) else b""
+        except (sqlite3.Error, UnicodeDecodeError, ValueError) as exc:
+            raise TamperError(f"the cartridge cannot be read as it was checked ({exc})") from exc
+
     def close(self) -> None:
         self._pool.close()
