@@ -203,7 +203,7 @@ def cmd_inspect(args: argparse.Namespace) -> int:
     report = check(args.container, _trust(args))
     doc = describe(report)
     if args.json:
-        print(json.dumps(doc, indent=2, ensure_ascii=False))
+        print(json.dumps(doc, indent=2))  # ASCII: no control character reaches a terminal
     else:
         _print_inspect(report, doc, sys.stdout)
     return report.verdict.exit_code if report.verdict.is_integrity_failure else 0

@@ -175,7 +175,9 @@ def _return_freed_memory() -> None:
     with contextlib.suppress(OSError, AttributeError):
         import ctypes
 
-        ctypes.CDLL(None).mallopt(-3, 128 * 1024)  # M_MMAP_THRESHOLD
+        libc = ctypes.CDLL(None)
+        libc.mallopt(-3, 128 * 1024)  # M_MMAP_THRESHOLD: big blocks come from mmap
+        libc.mallopt(-8, 2)  # M_ARENA_MAX: few per-thread heaps to fragment
 
 
 def serve(

@@ -26,8 +26,11 @@ Usage:
   python scripts/fuzz.py --seed 1 --only 1234 --keep /tmp/m     # replay one mutant
 
 Prints counts per outcome and the time; the JSON summary holds the same and every violation
-(with the seed and index that replay it). Exit status 1 when any violation was found
-(`--tolerate-known`: only violations that match no known, still reproducible, acxfs bug).
+(with the seed and index that replay it). Exit status 1 when any violation was found.
+
+The acxfs bugs this fuzzer found are fixed (commit af1bb63). Their minimal reproducers
+(`repro_*`, listed in `FIXED_BUGS`) run first as regression checks; a violation that matches
+a regressed one is labelled with it, and still counts.
 """
 
 from __future__ import annotations
@@ -664,9 +667,9 @@ def m_envelope_json(m: Mutant, ch: Chooser) -> str:
                 sig = ATTACKER.sign(cw.pae(cw.PAYLOAD_TYPE, payload))
                 env["signatures"][0]["sig"] = base64.b64encode(sig).decode()
             elif how == "sig-flip":
-                sig = bytearray(base64.b64decode(env["signatures"][0]["sig"]))
-                sig[ch.integer(0, len(sig) - 1)] ^= 1 << ch.integer(0, 7)
-                env["signatures"][0]["sig"] = base64.b64encode(bytes(sig)).decode()
+                flipped = bytearray(base64.b64decode(env["signatures"][0]["sig"]))
+                flipped[ch.integer(0, len(flipped) - 1)] ^= 1 << ch.integer(0, 7)
+                env["signatures"][0]["sig"] = base64.b64encode(bytes(flipped)).decode()
             elif how == "empty-keyid":
                 env["signatures"][0]["keyid"] = ""
             else:
@@ -989,7 +992,7 @@ class Result:
     reads_failed: int = 0
     violations: list[str] = dataclasses.field(default_factory=list)
     inconsistencies: list[str] = dataclasses.field(default_factory=list)
-    known: list[str] = dataclasses.field(default_factory=list)  # known-bug ids of violations
+    known: list[str] = dataclasses.field(default_factory=list)  # regressed fixed-bug ids
     seconds: float = 0.0
 
     @property
@@ -1106,18 +1109,19 @@ def _check_reads(mutant: Mutant, result: Result, deep_ok: bool) -> None:
         result.violations.append(f"inspect shows unsigned values as signed facts: {wrong}")
 
 
-# ============================================================================ known bugs
-# acxfs bugs this fuzzer found, each with a minimal reproducer. A violation matching one is
-# reported as that bug, and tolerated by --tolerate-known (and by tests/test_fuzz.py) only
-# while its reproducer still fails: once the bug is fixed, any such violation counts again.
+# ============================================================================ fixed bugs
+# acxfs bugs this fuzzer found, all fixed in commit af1bb63, each with its minimal reproducer
+# (True when the bug is back). They run once per run as regression checks (and as tests in
+# tests/test_fuzz.py); a violation matching a regressed one is labelled with it for
+# diagnosis, and still counts.
 
 
 @dataclasses.dataclass(frozen=True)
-class KnownBug:
+class FixedBug:
     ident: str
-    summary: str
-    matches: Callable[[str], bool]
-    reproduce: Callable[[Path], bool]  # True while the bug is still present
+    summary: str  # what was wrong, and where it was fixed
+    matches: Callable[[str], bool]  # does a fuzz violation look like this bug?
+    reproduce: Callable[[Path], bool]  # True when the bug is back
 
 
 def repro_blob_read_error(workdir: Path) -> bool:
@@ -1240,50 +1244,59 @@ def repro_schema_name_not_utf8(workdir: Path) -> bool:
     return run_main(["verify", str(path)]).tb is not None
 
 
-KNOWN_BUGS = [
-    KnownBug("blob-read-error", "sqlite3.DatabaseError while reading a file's BLOB escapes "
-             "`cat`/`verify --deep` as a traceback (acxfs/sources/acx.py raw_chunks)",
+FIXED_BUGS = [
+    FixedBug("blob-read-error", "sqlite3.DatabaseError while reading a file's BLOB escaped "
+             "`cat`/`verify --deep` as a traceback; now a TamperError (acxfs/sources/acx.py "
+             "raw_chunks)",
              lambda v: "DatabaseError" in v or "OperationalError" in v, repro_blob_read_error),
-    KnownBug("duplicate-meta", "a duplicated cartridge key (table without PK) is shown by "
-             "inspect as a signed fact (acxfs/sources/acx_file.py _read_meta)",
+    FixedBug("duplicate-meta", "a duplicated cartridge key (table without PK) was shown by "
+             "inspect as a signed fact; duplicate cartridge/memory/capability/acx_skill keys "
+             "are now malformed (acxfs/sources/acx_file.py _read_sqlar)",
              lambda v: "unsigned values as signed facts" in v, repro_duplicate_meta),
-    KnownBug("registry-unhashable", "a registry entry with a list/dict status or "
-             "revocationReason raises TypeError (acxfs/trust.py parse_registry)",
+    FixedBug("registry-unhashable", "a registry entry with a list/dict status or "
+             "revocationReason raised TypeError; field types are now checked "
+             "(acxfs/trust.py parse_registry)",
              lambda v: "TypeError: unhashable" in v, repro_registry_unhashable),
-    KnownBug("untrusted-text", "untrusted text (an envelope keyid, a JSON string) is printed "
-             "raw: lone surrogates crash print, escape sequences reach the terminal",
+    FixedBug("untrusted-text", "untrusted text (an envelope keyid, a JSON string) was printed "
+             "raw; now escaped by acxfs/verdict.py printable",
              lambda v: "UnicodeEncodeError" in v or "control characters" in v,
              repro_untrusted_text_printed),
-    KnownBug("unsafe-name-in-verdict", "a sqlar name is printed in a malformed verdict before "
-             "check_path (acxfs/sources/acx_file.py _read_sqlar)",
+    FixedBug("unsafe-name-in-verdict", "a sqlar name reached a malformed verdict raw, before "
+             "check_path; now repr'd (acxfs/sources/acx_file.py _read_sqlar), and the verdict "
+             "line is escaped",
              lambda v: "control characters" in v, repro_unsafe_name_in_verdict),
-    KnownBug("schema-name-not-utf8", "a sqlite_master name that is not UTF-8 makes SQLite's "
-             "error message undecodable: UnicodeDecodeError escapes verify as a traceback "
+    FixedBug("schema-name-not-utf8", "a sqlite_master name that is not UTF-8 made SQLite's "
+             "error message undecodable (UnicodeDecodeError traceback); now malformed "
              "(acxfs/sources/acx_file.py read_cartridge)",
              lambda v: "UnicodeDecodeError" in v, repro_schema_name_not_utf8),
-    KnownBug("spill-oserror", "an OSError while spilling (disk full) escapes cat/verify --deep "
-             "as a traceback (acxfs/content.py _Sink.write)",
+    FixedBug("spill-oserror", "an OSError while spilling (disk full) escaped cat/verify --deep "
+             "as a traceback; now one `acxfs: error:` line, exit 2 (acxfs/content.py "
+             "verify_content)",
              lambda v: "OSError" in v and "No space" in v, repro_spill_oserror),
 ]
 
 
-def live_known_bugs(workdir: Path) -> dict[str, KnownBug]:
-    """The known bugs whose reproducer still fails (checked once per run)."""
+def regressed_bugs(workdir: Path) -> dict[str, FixedBug]:
+    """The fixed bugs whose reproducer fails again (checked once per run; normally none)."""
     workdir.mkdir(parents=True, exist_ok=True)
-    return {bug.ident: bug for bug in KNOWN_BUGS if bug.reproduce(workdir)}
+    return {bug.ident: bug for bug in FIXED_BUGS if bug.reproduce(workdir)}
 
 
-def classify(result: Result, live: dict[str, KnownBug]) -> None:
-    """Name the still-present known bug each violation matches (in result.known)."""
+live_known_bugs = regressed_bugs  # the name tests/test_fuzz.py uses
+
+
+def classify(result: Result, regressed: dict[str, FixedBug]) -> None:
+    """Label each violation with the regressed fixed bug it matches, if any (result.known)."""
     result.known = []
     for violation in result.violations:
         if violation.startswith("TRACEBACK "):
             continue
-        match = next((b.ident for b in live.values() if b.matches(violation)), None)
+        match = next((b.ident for b in regressed.values() if b.matches(violation)), None)
         result.known.append(match or "")
 
 
 def unknown_violations(result: Result) -> list[str]:
+    """The violations that match no regressed fixed bug: a new bug."""
     shown = [v for v in result.violations if not v.startswith("TRACEBACK ")]
     return [v for v, known in zip(shown, result.known, strict=True) if not known]
 
@@ -1459,8 +1472,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--only", type=int, help="check only mutant INDEX (in-process)")
     parser.add_argument("--keep", type=Path, help="with --only: keep the mutant here")
     parser.add_argument("--json", type=Path, help="write the JSON summary here")
-    parser.add_argument("--tolerate-known", action="store_true",
-                        help="exit 0 when every violation matches a still-present known bug")
+    # Accepted for old command lines; a no-op: the known bugs are fixed, none is tolerated.
+    parser.add_argument("--tolerate-known", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--workdir", type=Path, help="scratch directory (default: a temp dir)")
     args = parser.parse_args(argv)
 
@@ -1476,17 +1489,17 @@ def main(argv: Sequence[str] | None = None) -> int:
 def _run(args: argparse.Namespace, scratch: Path) -> int:
     started = time.monotonic()
     bases = build_bases(scratch / "bases", include_real=not args.no_real)
-    live = live_known_bugs(scratch / "repro")
+    regressed = regressed_bugs(scratch / "repro")
     print(f"bases: {', '.join(b.name for b in bases)}")
-    print(f"known acxfs bugs still present: {', '.join(live) or 'none'}")
+    print(f"regression checks of the {len(FIXED_BUGS)} fixed bugs: "
+          + (f"REGRESSED: {', '.join(regressed)}" if regressed else "all still fixed"))
 
     if args.only is not None:
         result, kept = run_one(bases, args.seed, args.only, scratch / "only", keep=args.keep)
-        classify(result, live)
+        classify(result, regressed)
         print(json.dumps(dataclasses.asdict(result), indent=2))
         print(f"kept in {kept}" if kept else "")
-        return 1 if unknown_violations(result) or (result.violations and
-                                                   not args.tolerate_known) else 0
+        return 1 if result.violations or regressed else 0
 
     outcomes: Counter[str] = Counter()
     verdicts: Counter[str] = Counter()
@@ -1505,7 +1518,7 @@ def _run(args: argparse.Namespace, scratch: Path) -> int:
             violations.append({"index": index, "violations": [note], "known": [""]})
             return
         result = Result(**{k: v for k, v in raw.items()})
-        classify(result, live)
+        classify(result, regressed)
         outcomes[result.outcome] += 1
         verdicts[_verdict_key(result.verdict)] += 1
         for step in result.steps:
@@ -1546,8 +1559,7 @@ def _run(args: argparse.Namespace, scratch: Path) -> int:
                                "known": [""] * len(item["problems"]), "mount": True})
 
     total_seconds = time.monotonic() - started
-    known_count = sum(1 for v in violations if all(v["known"]))
-    unknown_count = len(violations) - known_count
+    regressed_count = sum(1 for v in violations if all(v["known"]))
     summary = {
         "command": "python scripts/fuzz.py " + " ".join(sys.argv[1:]),
         "seed": args.seed, "count": args.count, "workers": args.workers,
@@ -1562,10 +1574,9 @@ def _run(args: argparse.Namespace, scratch: Path) -> int:
         "mount_clean": sum(1 for m in mount_results if not m["problems"]),
         "mount_reads": dict(sum((Counter(m["reads"]) for m in mount_results), Counter())),
         "violations_total": len(violations),
-        "violations_known_bugs": known_count,
-        "violations_unknown": unknown_count,
-        "known_bug_hits": dict(Counter(k for v in violations for k in v["known"] if k)),
-        "known_bugs": {b.ident: b.summary for b in live.values()},
+        "violations_unknown": len(violations) - regressed_count,  # matching no regressed bug
+        "regressed_bugs": {b.ident: b.summary for b in regressed.values()},
+        "regressed_bug_hits": dict(Counter(k for v in violations for k in v["known"] if k)),
         "inconsistencies": inconsistencies[:50],
         "inconsistencies_total": len(inconsistencies),
         "violations": violations[:200],
@@ -1574,9 +1585,7 @@ def _run(args: argparse.Namespace, scratch: Path) -> int:
     if args.json:
         args.json.write_text(json.dumps(summary, indent=2) + "\n", encoding="utf-8")
         print(f"JSON summary: {args.json}")
-    if unknown_count or (violations and not args.tolerate_known):
-        return 1
-    return 0
+    return 1 if violations or regressed else 0
 
 
 def _verdict_key(line: str) -> str:
@@ -1615,10 +1624,9 @@ def _print_summary(summary: dict[str, Any]) -> None:
     print(f"reads through acxfs cat: {summary['reads']}")
     print(f"mounted {summary['mounted']} accepted mutants, clean: {summary['mount_clean']}; "
           f"reads: {summary['mount_reads']}")
-    print(f"violations: {summary['violations_total']} (known acxfs bugs: "
-          f"{summary['violations_known_bugs']}, unknown: {summary['violations_unknown']})")
-    for ident, n in summary["known_bug_hits"].items():
-        print(f"  {n:6}  {ident}: {summary['known_bugs'].get(ident, '')}")
+    print(f"violations: {summary['violations_total']}")
+    for ident, n in summary["regressed_bug_hits"].items():
+        print(f"  {n:6}  match regressed fixed bug {ident}: {summary['regressed_bugs'][ident]}")
     for item in summary["violations"][:10]:
         print(f"  #{item['index']}: {item.get('steps')} -> {item['violations'][:2]}")
     print(f"inconsistencies (not security violations): {summary['inconsistencies_total']}")

@@ -313,10 +313,12 @@ def _read_sqlar(
          lambda r: MalformedError(f"duplicate capability id {r[0]!r}")),
         ("SELECT sqlar_path FROM acx_skill GROUP BY sqlar_path HAVING count(*) > 1",
          lambda r: MalformedError(f"duplicate acx_skill row {r[0]!r}")),
-        ("SELECT key FROM cartridge WHERE length(value) > "
-         f"{int(limits.max_meta_bytes)} UNION ALL SELECT id FROM memory WHERE length(payload) > "
-         f"{int(limits.max_meta_bytes)} UNION ALL SELECT id FROM capabilities WHERE length(json) > "
-         f"{int(limits.max_meta_bytes)}",
+        (" UNION ALL ".join(  # bytes, not characters: length() of text stops at a NUL
+            f"SELECT {key} FROM {table} WHERE length(CAST({column} AS BLOB)) > "
+            f"{int(limits.max_meta_bytes)}"
+            for table, key, column in (("cartridge", "key", "value"), ("memory", "id", "payload"),
+                                       ("capabilities", "id", "json"))
+        ),
          lambda r: LimitError(f"{r[0]!r} holds a value larger than the limit")),
     ]
     for query, error in checks:
