@@ -19,6 +19,7 @@ from acxfs.content import verify_content
 from acxfs.errors import EnvironmentProblem, TamperError, UntrustedError
 from acxfs.limits import DEFAULT_LIMITS, Limits
 from acxfs.sources.acx import CartridgeSource
+from acxfs.sources.acx_file import read_head
 from acxfs.sources.base import Entry
 from acxfs.trust import TrustContext
 
@@ -27,15 +28,7 @@ Format = Literal["acx", "azp"]
 
 def detect_format(path: str) -> Format:
     """By the file's first bytes: SQLite header or ZIP local header (never the extension)."""
-    try:
-        with open(path, "rb") as handle:
-            head = handle.read(16)
-    except FileNotFoundError as exc:
-        raise EnvironmentProblem(f"{path}: no such file") from exc
-    except IsADirectoryError as exc:
-        raise EnvironmentProblem(f"{path}: is a directory") from exc
-    except OSError as exc:
-        raise EnvironmentProblem(f"{path}: cannot read ({exc.strerror})") from exc
+    head = read_head(path, 16)
     if head.startswith(b"PK\x03\x04") or head.startswith(b"PK\x05\x06"):
         return "azp"
     return "acx"

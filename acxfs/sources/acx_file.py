@@ -146,17 +146,22 @@ def connect_readonly(path: str) -> sqlite3.Connection:
     return conn
 
 
-def check_file_header(path: str) -> None:
-    """Refuse a missing file (environment) or one that is not a SQLite database (malformed)."""
+def read_head(path: str, size: int) -> bytes:
+    """The first `size` bytes of a container; EnvironmentProblem if it cannot be read at all."""
     try:
         with open(path, "rb") as handle:
-            head = handle.read(100)
+            return handle.read(size)
     except FileNotFoundError as exc:
         raise EnvironmentProblem(f"{path}: no such file") from exc
     except IsADirectoryError as exc:
         raise EnvironmentProblem(f"{path}: is a directory") from exc
     except OSError as exc:
         raise EnvironmentProblem(f"{path}: cannot read ({exc.strerror})") from exc
+
+
+def check_file_header(path: str) -> None:
+    """Refuse a missing file (environment) or one that is not a SQLite database (malformed)."""
+    head = read_head(path, 100)
     if len(head) < 100 or not head.startswith(SQLITE_MAGIC):
         raise MalformedError("not a SQLite database")
 
