@@ -268,12 +268,18 @@ def _resolve(source, path: str) -> str:  # type: ignore[no-untyped-def]
     return path
 
 
+def _entry_at(source, path: str):  # type: ignore[no-untyped-def]
+    """The container path the user meant and its verified entry."""
+    resolved = _resolve(source, path)
+    entry = source.tree.lookup(resolved)
+    assert entry is not None  # _resolve raised otherwise
+    return resolved, entry
+
+
 def cmd_ls(args: argparse.Namespace) -> int:
     source = _open(args)
     try:
-        path = _resolve(source, args.path)
-        entry = source.tree.lookup(path)
-        assert entry is not None
+        path, entry = _entry_at(source, args.path)
         names = [path] if not entry.is_dir else [
             f"{path}/{n}" if path else n for n in source.tree.list(path)
         ]
@@ -300,9 +306,7 @@ def _mode_text(mode: int) -> str:
 def cmd_cat(args: argparse.Namespace) -> int:
     source = _open(args)
     try:
-        path = _resolve(source, args.path)
-        entry = source.tree.lookup(path)
-        assert entry is not None
+        path, entry = _entry_at(source, args.path)
         if entry.is_dir:
             raise EnvironmentProblem(f"{path}: is a directory")
         from acxfs.content import ContentStore
