@@ -172,7 +172,9 @@ class AcxOperations(Operations):  # type: ignore[misc]
 
     @_guard
     def getxattr(self, path: str, name: str, position: int = 0) -> bytes:
-        if not name.startswith("user.acx."):  # ls asks for ACLs and labels on every file
+        if not name.startswith("user."):  # ACLs, labels: not supported, so ls stops asking
+            raise FuseOSError(errno.ENOTSUP)
+        if not name.startswith("user.acx."):
             raise FuseOSError(errno.ENODATA)
         value = self._xattrs(self._entry(path)).get(name)
         if value is None:
@@ -222,6 +224,9 @@ class AcxOperations(Operations):  # type: ignore[misc]
 
     def _readonly(self, *args: object) -> int:
         raise FuseOSError(errno.EROFS)
+
+    # Not registered with libfuse: a close() or a directory listing then costs no round trip.
+    flush = opendir = releasedir = None
 
     chmod = chown = create = mkdir = mknod = rename = rmdir = symlink = _readonly
     truncate = unlink = utimens = write = link = setxattr = removexattr = _readonly

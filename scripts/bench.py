@@ -9,7 +9,9 @@ trees for fuse-zip, and measures in the same run:
     ratarmount   the same .acx mounted with ratarmount (no verification)
     fuse-zip     a zip of the same tree mounted with fuse-zip
     nullfs       scripts/nullfs.py: a do-nothing fusepy filesystem with the same names and
-                 sizes (the libfuse2 + Python floor for open, read and release)
+                 sizes (the libfuse2 + Python floor for open, read and release), served
+                 by libfuse's worker threads as acxfs is
+    nullfs -s    the same, served by libfuse's single-threaded loop (-s)
     acxfs        the same .acx mounted with acxfs (every byte verified)
 
 Workloads (a)-(f) of issue 5 and `acxfs verify --deep`; a Markdown table of medians goes to
@@ -51,7 +53,7 @@ MiB = 1024 * 1024
 SELF = Path(__file__).resolve()
 NULLFS = SELF.parent / "nullfs.py"
 PUBLISHER = "io.github.bench"
-PEER_NAMES = ("plain", "sqlite3 -Ax", "ratarmount", "fuse-zip", "nullfs", "acxfs")
+PEER_NAMES = ("plain", "sqlite3 -Ax", "ratarmount", "fuse-zip", "nullfs", "nullfs -s", "acxfs")
 FILES_PER_DIR = 100
 STEP = 256 * 1024  # BLOB read and inflate step, as acxfs.limits.chunk_bytes
 LOREM = (b"Verified bytes only: every file of a cartridge is inflated, hashed and compared with "
@@ -695,6 +697,13 @@ class NullPeer(DaemonPeer):
         return [sys.executable, str(NULLFS), str(ds.root), str(mountpoint)]
 
 
+class NullSinglePeer(NullPeer):
+    name = "nullfs -s"
+
+    def command(self, ds: Dataset, mountpoint: Path) -> list[str]:
+        return [*super().command(ds, mountpoint), "--single-thread"]
+
+
 def install_apt(ctx: Context, package: str) -> None:
     ctx.log(f"installing {package} (apt-get) ...")
     env = dict(os.environ, DEBIAN_FRONTEND="noninteractive")
@@ -705,7 +714,8 @@ def install_apt(ctx: Context, package: str) -> None:
 
 PEER_CLASSES: dict[str, type[Peer]] = {
     "plain": PlainPeer, "sqlite3 -Ax": ExtractPeer, "ratarmount": RatarmountPeer,
-    "fuse-zip": FuseZipPeer, "nullfs": NullPeer, "acxfs": AcxfsPeer,
+    "fuse-zip": FuseZipPeer, "nullfs": NullPeer, "nullfs -s": NullSinglePeer,
+    "acxfs": AcxfsPeer,
 }
 
 
@@ -1229,11 +1239,12 @@ def evaluate_targets(cfg: Config, table: Table) -> list[Target]:
             None if acx is None or plain is None else plain / acx <= 1.5))
     if "c" in cfg.workloads:
         acx, plain = med("c.read.warm", "acxfs"), med("c.read.warm", "plain")
-        null = med("c.read.warm", "nullfs")
+        null, single = med("c.read.warm", "nullfs"), med("c.read.warm", "nullfs -s")
         targets.append(Target(
             f"warm read of all {count_label(cfg.read_count)} small files within 5x of plain",
             f"{fmt(acx, 's')} vs plain {fmt(plain, 's')} = {ratio_text(acx, plain)}; "
-            f"nullfs floor {fmt(null, 's')} = {ratio_text(null, plain)} of plain",
+            f"nullfs floor {fmt(null, 's')} = {ratio_text(null, plain)} of plain, "
+            f"{fmt(single, 's')} = {ratio_text(single, plain)} single-threaded",
             le(acx, plain, 5.0)))
         acx, plain = med("c.read.cold", "acxfs"), med("c.read.cold", "plain")
         rat = med("c.read.cold", "ratarmount")
@@ -1345,7 +1356,7 @@ def peer_versions() -> dict[str, str]:
         with contextlib.suppress(OSError, subprocess.SubprocessError):
             done = subprocess.run(argv, capture_output=True, text=True, timeout=30, check=False)
             text = (done.stdout + done.stderr).strip().splitlines()
-            found[name] = text[0] if text else ""
+            found[name] = next((t for t in text if name in t), text[0] if text else "")
     return found
 
 

@@ -118,11 +118,13 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("mirror", help="directory whose names and sizes are served")
     parser.add_argument("mountpoint")
+    parser.add_argument("--single-thread", action="store_true",
+                        help="serve with libfuse's single-threaded loop (-s) instead of workers")
     args = parser.parse_args(argv)
     ops = NullOperations(args.mirror)
     FUSE(ops, args.mountpoint, raw_fi=True, foreground=True, ro=True, fsname="nullfs",
          subtype="nullfs", attr_timeout=86400, entry_timeout=86400, negative_timeout=3600,
-         max_read=BLOCK)
+         max_read=BLOCK, nothreads=args.single_thread)
     return 0
 
 
