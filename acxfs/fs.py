@@ -12,7 +12,6 @@ import errno
 import functools
 import json
 import os
-import stat
 import threading
 from collections.abc import Callable
 from typing import Any, TypeVar
@@ -230,7 +229,3 @@ class AcxOperations(Operations):  # type: ignore[misc]
 
     chmod = chown = create = mkdir = mknod = rename = rmdir = symlink = _readonly
     truncate = unlink = utimens = write = link = setxattr = removexattr = _readonly
-
-
-def file_type_ok(mode: int) -> bool:
-    return stat.S_ISREG(mode) or stat.S_ISDIR(mode)

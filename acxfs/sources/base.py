@@ -9,7 +9,7 @@ The FUSE layer, `ls`, `cat` and `extract` see only this interface.
 from __future__ import annotations
 
 import stat
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Literal, NamedTuple, Protocol
 
@@ -63,9 +63,6 @@ class Tree:
             if not entry.is_dir and (not prefix or path == prefix or path.startswith(prefix + "/")):
                 yield entry
 
-    def subtree_names(self, prefix: str) -> tuple[str, ...]:
-        return self.list(prefix)
-
 
 def build_tree(
     files: Iterable[Entry], dirs: Iterable[str] = (), dir_mtime: int = 0
@@ -105,8 +102,6 @@ class Source(Protocol):
 
     def close(self) -> None: ...
 
-
-ChunkFactory = Callable[[], Iterator[bytes]]
 
 
 @dataclass
