@@ -10,12 +10,13 @@ verdict says).  No file BLOB is read here: file bytes are checked when read (acx
 from __future__ import annotations
 
 import datetime as dt
+import gc
 import hashlib
 import json
 import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from operator import attrgetter
+from operator import itemgetter
 
 from acxfs import verdict as v
 from acxfs.dsse import IN_TOTO_PAYLOAD_TYPE, EnvelopeFormatError, check_signatures, parse_envelope
@@ -51,20 +52,18 @@ def manifest_bytes(objects: Iterable[ObjectRow]) -> bytes:
     Equivalent to `canonical_bytes([{"sourceRef", "oid", "canon", "sz"}, ...])` (whose keys JCS
     orders canon, oid, sourceRef, sz), written out directly because it runs per file at mount.
     """
-    rom = [o for o in objects if o.zone == "rom"]
-    text = "\x00".join(f"{o.kind}\x00{o.source_ref}\x00{o.canon}\x00{o.oid}" for o in rom)
-    if _PLAIN.fullmatch(text.replace("\x00", "")):
+    rom = [o for o in objects if o[4] == "rom"]
+    text = "".join([f"{kind}{ref}{canon}{oid}" for oid, kind, ref, canon, _, _ in rom])
+    if _PLAIN.fullmatch(text):
         # ASCII: UTF-16 order is str order, and no string needs an escape.
         by_kind: dict[str, list[ObjectRow]] = {}
         for o in rom:
-            by_kind.setdefault(o.kind, []).append(o)
+            by_kind.setdefault(o[1], []).append(o)
         rom = []
-        for kind in sorted(by_kind):  # sorting each kind by one string key is far cheaper
-            rom += sorted(by_kind[kind], key=attrgetter("source_ref"))
-        items = [
-            f'{{"canon":"{o.canon}","oid":"{o.oid}","sourceRef":"{o.source_ref}","sz":{o.sz:d}}}'
-            for o in rom
-        ]
+        for kind in sorted(by_kind):  # one string key per kind sorts far faster than pairs
+            rom += sorted(by_kind[kind], key=_REF)
+        items = [f'{{"canon":"{canon}","oid":"{oid}","sourceRef":"{ref}","sz":{sz:d}}}'
+                 for oid, _, ref, canon, _, sz in rom]
     else:
         rom.sort(key=lambda o: (utf16_key(o.kind), utf16_key(o.source_ref)))
         items = [
@@ -74,6 +73,8 @@ def manifest_bytes(objects: Iterable[ObjectRow]) -> bytes:
         ]
     return ("[" + ",".join(items) + "]").encode("utf-8")
 
+
+_REF = itemgetter(2)
 
 
 def manifest_hash(objects: Iterable[ObjectRow]) -> str:
@@ -160,7 +161,24 @@ def check_cartridge(
 ) -> CartridgeReport:
     """Structure, signature, manifest, bindings, exact ROM, skill index and trust of `path`.
 
-    Raises only EnvironmentProblem (the file cannot be read at all)."""
+    Raises only EnvironmentProblem (the file cannot be read at all).  The check allocates a
+    few objects per file and keeps most of them, so the cyclic garbage collector, which would
+    re-scan them all again and again, is paused meanwhile (it builds no cycles worth freeing),
+    and what it built is then handed to the collector's permanent generation: the tree lives
+    as long as the mount, and scanning it once more would only cost time (`gc.freeze`)."""
+    paused = gc.isenabled()
+    gc.disable()
+    try:
+        return _check(path, trust, limits, now)
+    finally:
+        gc.freeze()
+        if paused:
+            gc.enable()
+
+
+def _check(
+    path: str, trust: TrustContext, limits: Limits, now: dt.datetime | None
+) -> CartridgeReport:
     try:
         rows = read_cartridge(path, limits)
     except MalformedError as exc:
@@ -257,24 +275,26 @@ def _check_exact_rom(rows: CartridgeRows) -> dict[str, ObjectRow]:
     """Spec section 7: the ROM zone is exactly the set of signed sqlar objects.
 
     Returns the covering object of every ROM file."""
-    covering: dict[str, ObjectRow] = {}
-    for obj in rows.objects:
-        if obj.kind == "sqlar" and obj.zone == "rom":
-            if obj.source_ref in covering:
+    signed = [o for o in rows.objects if o[1] == "sqlar" and o[4] == "rom"]
+    covering = {o[2]: o for o in signed}
+    if len(covering) != len(signed):
+        seen: set[str] = set()
+        for obj in signed:
+            if obj.source_ref in seen:
                 raise _tampered(f"{obj.source_ref} is covered twice by the signed manifest.")
-            covering[obj.source_ref] = obj
+            seen.add(obj.source_ref)
     if len(covering) != len(rows.rom_files):
         names = {row.name for row in rows.rom_files}
         for ref in covering:
             if ref not in names:
                 raise _tampered(f"{ref} is in the signed manifest but not in the ROM.")
-    for row in rows.rom_files:
-        signed = covering.get(row.name)
-        if signed is None:
-            raise _tampered(f"{row.name} is not covered by the signed manifest.")
-        if signed.sz != row.sz:
-            raise _tampered(
-                f"{row.name} has size {row.sz}, but the signed manifest says {signed.sz}.")
+    get = covering.get
+    for _, name, _, _, sz, _ in rows.rom_files:
+        found = get(name)
+        if found is None:
+            raise _tampered(f"{name} is not covered by the signed manifest.")
+        if found[5] != sz:
+            raise _tampered(f"{name} has size {sz}, but the signed manifest says {found[5]}.")
     return covering
 
 
@@ -296,15 +316,13 @@ def _epoch(timestamp: str | None) -> int:
 
 
 def _entries(rows: Sequence[SqlarRow], digests: dict[str, ObjectRow], mtime: int) -> list[Entry]:
-    out = []
-    for row in rows:
-        obj = digests.get(row.name)
-        out.append(Entry(
-            row.name, False, row.sz, bool(row.mode & 0o111), row.mtime or mtime,
-            bytes.fromhex(obj.oid[7:]) if obj is not None else None,
-            row.rowid, row.stored_len, "sqlar",
-        ))
-    return out
+    get, fromhex, make = digests.get, bytes.fromhex, Entry._make
+    return [
+        make((name, False, sz, bool(mode & 0o111), row_mtime or mtime,
+              fromhex(obj[0][7:]) if (obj := get(name)) is not None else None,
+              rowid, stored, "sqlar"))
+        for rowid, name, mode, row_mtime, sz, stored in rows
+    ]
 
 
 def _recorded(rows: CartridgeRows, zone: str) -> dict[str, ObjectRow]:

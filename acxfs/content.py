@@ -15,6 +15,7 @@ import hashlib
 import hmac
 import itertools
 import os
+import queue
 import tempfile
 import threading
 import zlib
@@ -125,11 +126,72 @@ class _StreamError(Exception):
     """The stored bytes do not inflate to exactly `size` bytes under this codec."""
 
 
+PIPELINE_MIN_BYTES = 4 * 1024 * 1024  # files this large hash on a second thread
+_PIPE_DEPTH = 4  # inflated pieces waiting for the hashing thread, at most
+
+
+class _HashingThread:
+    """Hashes and stores inflated pieces on its own thread while the caller inflates the next.
+
+    zlib, sha256 and file writes all release the GIL, so on two cores a large file is checked
+    in about the time of the slower half instead of the sum.  The queue holds at most
+    `_PIPE_DEPTH` pieces, so memory stays bounded by the inflate step."""
+
+    def __init__(self, sink: _Sink, hasher: hashlib._Hash) -> None:
+        self._sink = sink
+        self._hasher = hasher
+        self._queue: queue.Queue[bytes | None] = queue.Queue(_PIPE_DEPTH)
+        self._error: BaseException | None = None
+        self._thread = threading.Thread(target=self._run, name="acxfs-hash", daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        while (piece := self._queue.get()) is not None:
+            if self._error is not None:
+                continue  # drain until the producer stops
+            try:
+                self._hasher.update(piece)
+                self._sink.write(piece)
+            except BaseException as exc:  # reported to the producer at finish()
+                self._error = exc
+
+    def put(self, piece: bytes) -> None:
+        if self._error is not None:
+            raise self._error
+        self._queue.put(piece)
+
+    def finish(self) -> None:
+        """Wait until every piece is hashed and stored; re-raise what failed on the thread."""
+        self._queue.put(None)
+        self._thread.join()
+        if self._error is not None:
+            raise self._error
+
+
 def _inflate_into(
     chunks: Iterator[bytes], wbits: int | None, size: int, sink: _Sink, hasher: hashlib._Hash,
     step: int,
 ) -> None:
     """Inflate (or copy, wbits None) `chunks` into sink and hasher; exactly `size` bytes out."""
+    if size < PIPELINE_MIN_BYTES:
+        def consume(data: bytes) -> None:
+            hasher.update(data)
+            sink.write(data)
+
+        _inflate_with(chunks, wbits, size, step, consume)
+        return
+    worker = _HashingThread(sink, hasher)
+    try:
+        _inflate_with(chunks, wbits, size, max(step, 1024 * 1024), worker.put)
+    finally:
+        worker.finish()
+
+
+def _inflate_with(
+    chunks: Iterator[bytes], wbits: int | None, size: int, step: int,
+    consume: Callable[[bytes], object],
+) -> None:
+    """Inflate `chunks` in pieces of at most `step` bytes, each to `consume`; exactly `size`."""
     produced = 0
 
     def emit(data: bytes) -> None:
@@ -137,8 +199,8 @@ def _inflate_into(
         produced += len(data)
         if produced > size:
             raise _StreamError("inflates past its size")
-        hasher.update(data)
-        sink.write(data)
+        if data:
+            consume(data)
 
     if wbits is None:
         for chunk in chunks:
@@ -212,6 +274,38 @@ def verify_content(
     raise TamperError(f"{entry.path} {problem}", entry.path)
 
 
+class _Flight:
+    """One verification in progress: those who asked for the same file meanwhile wait here."""
+
+    __slots__ = ("_blob", "_done", "_error")
+
+    def __init__(self) -> None:
+        self._done = threading.Lock()
+        self._done.acquire()  # released when the outcome is known
+        self._blob: VerifiedBlob | None = None
+        self._error: BaseException | None = None
+
+    def succeed(self, blob: VerifiedBlob) -> None:
+        self._blob = blob
+        self._done.release()
+
+    def fail(self, error: BaseException) -> None:
+        self._error = error
+        self._done.release()
+
+    def outcome(self) -> VerifiedBlob:
+        with self._done:
+            pass
+        if self._blob is not None:
+            return self._blob
+        error = self._error
+        if isinstance(error, TamperError):
+            raise TamperError(str(error), error.path) from error
+        if isinstance(error, EnvironmentProblem):
+            raise EnvironmentProblem(str(error)) from error
+        raise RuntimeError(f"the verification this read waited for failed ({error!r})") from error
+
+
 class ContentStore:
     """Verified blobs by path: a byte-bounded LRU cache with one verification per file at a time."""
 
@@ -232,55 +326,69 @@ class ContentStore:
         self._spilled: OrderedDict[str, None] = OrderedDict()
         self._cached_bytes = 0
         self._lock = threading.Lock()
-        self._flights: dict[str, threading.Lock] = {}
+        self._flights: dict[str, _Flight] = {}
+        self._failed: dict[str, TamperError] = {}
         self._inflight = 0  # bytes being verified right now, bounded by limits.inflight_bytes
         self._room = threading.Condition(self._lock)
 
     def get(self, entry: Entry) -> VerifiedBlob:
-        """The verified bytes of `entry` (raises TamperError; never returns unverified bytes)."""
-        blob = self._cached(entry.path)
-        if blob is not None:
-            return blob
-        with self._lock:
-            flight = self._flights.setdefault(entry.path, threading.Lock())
-        with flight:
-            blob = self._cached(entry.path)
-            if blob is not None:
-                return blob
-            weight = min(entry.size, self._limits.inflight_bytes)
-            with self._room:
-                self.stats.cache_misses += 1
-                while self._inflight and self._inflight + weight > self._limits.inflight_bytes:
-                    self._room.wait()
-                self._inflight += weight
-            try:
-                blob = verify_content(
-                    entry, lambda: self._open_chunks(entry), self._limits, self._spill_dir
-                )
-            except TamperError as exc:
-                with self._lock:
-                    self.stats.tamper_events += 1
-                if self._on_tamper is not None:
-                    self._on_tamper(exc)
-                raise
-            finally:
-                with self._room:
-                    self._flights.pop(entry.path, None)
-                    self._inflight -= weight
-                    self._room.notify_all()
-            with self._lock:
-                self.stats.blobs_inflated += 1
-                self.stats.bytes_verified += blob.size
-                self._insert(entry.path, blob)
-            return blob
+        """The verified bytes of `entry` (raises TamperError; never returns unverified bytes).
 
-    def _cached(self, path: str) -> VerifiedBlob | None:
+        The first caller for a file verifies it; callers arriving meanwhile wait for that one
+        verification and share its outcome, blob or error.  A file that failed its check stays
+        failed: later reads get the same TamperError without another attempt (the kernel
+        retries a failed read, and one tampered file is one tamper event)."""
+        path = entry.path
+        weight = min(entry.size, self._limits.inflight_bytes)
         with self._lock:
             blob = self._cache.get(path)
             if blob is not None:
                 self._cache.move_to_end(path)
                 self.stats.cache_hits += 1
-            return blob
+                return blob
+            failed = self._failed.get(path)
+            if failed is not None:
+                raise TamperError(str(failed), path)
+            flight = self._flights.get(path)
+            if flight is None:
+                flight = self._flights[path] = _Flight()
+                self.stats.cache_misses += 1
+                while self._inflight and self._inflight + weight > self._limits.inflight_bytes:
+                    self._room.wait()
+                self._inflight += weight
+                leader = True
+            else:
+                leader = False
+        if not leader:
+            return flight.outcome()
+        try:
+            blob = verify_content(entry, lambda: self._open_chunks(entry), self._limits,
+                                  self._spill_dir)
+        except BaseException as exc:
+            self._land(path, flight, weight, None)
+            if isinstance(exc, TamperError):
+                with self._lock:
+                    self.stats.tamper_events += 1
+                    self._failed[path] = exc
+                if self._on_tamper is not None:
+                    self._on_tamper(exc)
+            flight.fail(exc)
+            raise
+        self._land(path, flight, weight, blob)
+        flight.succeed(blob)
+        return blob
+
+    def _land(self, path: str, flight: _Flight, weight: int, blob: VerifiedBlob | None) -> None:
+        """End one verification: free its weight, and cache its blob if it produced one."""
+        with self._lock:
+            if self._flights.get(path) is flight:
+                del self._flights[path]
+            self._inflight -= weight
+            self._room.notify_all()
+            if blob is not None:
+                self.stats.blobs_inflated += 1
+                self.stats.bytes_verified += blob.size
+                self._insert(path, blob)
 
     def _insert(self, path: str, blob: VerifiedBlob) -> None:
         self._cache[path] = blob

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import datetime as dt
+import gc
 import hashlib
 import json
 import os
@@ -24,6 +25,7 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+from acxfs import fuse_backend
 from acxfs.content import ContentStore
 from acxfs.errors import EnvironmentProblem
 from acxfs.sources.base import Source
@@ -131,7 +133,7 @@ def is_mounted(mountpoint: str) -> bool:
     return False
 
 
-def prepare_mountpoint(mountpoint: str) -> bool:
+def prepare_mountpoint(mountpoint: str, backend: str = fuse_backend.DEFAULT_BACKEND) -> bool:
     """Check (or create) an empty directory to mount on; True when acxfs created it."""
     if is_mounted(mountpoint):
         raise EnvironmentProblem(f"{mountpoint} is already a mount point")
@@ -142,11 +144,7 @@ def prepare_mountpoint(mountpoint: str) -> bool:
         # in C with "failed to open /dev/fuse".
         raise EnvironmentProblem("/dev/fuse is not readable and writable by this user; FUSE "
                                  "needs it crw-rw-rw- (udev's default rule for fuse)")
-    try:
-        import fuse  # noqa: F401  (loads libfuse)
-    except (OSError, ImportError) as exc:
-        raise EnvironmentProblem(f"libfuse is not installed ({exc}); install fuse and "
-                                 "libfuse2") from exc
+    fuse_backend.load(backend)  # fails here, before the fork, if the library is missing
     if os.path.lexists(mountpoint):
         if not os.path.isdir(mountpoint) or os.path.islink(mountpoint):
             raise EnvironmentProblem(f"{mountpoint} is not a directory")
@@ -183,27 +181,29 @@ def _return_freed_memory() -> None:
 def serve(
     source: Source, store: ContentStore, verdict: Verdict, root: str, mountpoint: str,
     container: str, log_file: Path | None, on_ready: Callable[[], None],
+    backend: str = fuse_backend.DEFAULT_BACKEND,
 ) -> None:
     """Run the filesystem in this process until it is unmounted or signalled."""
-    from fuse import FUSE
-
+    fuse_class = fuse_backend.load(backend)
     _return_freed_memory()
+    # The verified tree lives as long as the mount: keep the collector from re-scanning it.
+    gc.freeze()
     from acxfs.fs import AcxOperations
 
     ops = AcxOperations(source, store, verdict, root,
                         log=lambda message: log_line(log_file, message), on_ready=on_ready)
-    FUSE(
+    fuse_class(
         ops, mountpoint, raw_fi=True, foreground=True, ro=True, default_permissions=True,
         fsname=_fsname(container), subtype="acxfs",
         attr_timeout=86400, entry_timeout=86400, negative_timeout=3600,
-        max_read=131072,
+        **fuse_backend.options(backend),
     )
 
 
 def mount(
     source: Source, store: ContentStore, verdict: Verdict, container: str, mountpoint: str,
     root: str, view: str, foreground: bool, log_file: Path | None, created: bool,
-    announce: Callable[[str], None],
+    announce: Callable[[str], None], backend: str = fuse_backend.DEFAULT_BACKEND,
 ) -> int:
     """Mount and return once live (background) or once unmounted (foreground)."""
     mountpoint = canonical(mountpoint)
@@ -224,20 +224,20 @@ def mount(
             announce(f"mounted {container} on {mountpoint} ({view}); Ctrl-C to unmount")
 
         try:
-            serve(source, store, verdict, root, mountpoint, container, log_file, ready)
+            serve(source, store, verdict, root, mountpoint, container, log_file, ready, backend)
         except RuntimeError as exc:
             raise EnvironmentProblem(f"mount failed on {mountpoint} ({exc})") from exc
         finally:
             cleanup()
         return 0
     return _mount_background(source, store, verdict, container, mountpoint, root, view,
-                             log_file, state, cleanup, announce)
+                             log_file, state, cleanup, announce, backend)
 
 
 def _mount_background(
     source: Source, store: ContentStore, verdict: Verdict, container: str, mountpoint: str,
     root: str, view: str, log_file: Path | None, state: MountState,
-    cleanup: Callable[[], None], announce: Callable[[str], None],
+    cleanup: Callable[[], None], announce: Callable[[str], None], backend: str,
 ) -> int:
     status_r, status_w = os.pipe()
     err_r, err_w = os.pipe()
@@ -268,7 +268,7 @@ def _mount_background(
                 os.close(err_w)
                 reported[0] = True
 
-            serve(source, store, verdict, root, mountpoint, container, log_file, ready)
+            serve(source, store, verdict, root, mountpoint, container, log_file, ready, backend)
             code = 0
         except BaseException as exc:
             if not reported[0]:

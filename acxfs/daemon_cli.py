@@ -14,8 +14,11 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from acxfs import fuse_backend
 from acxfs import verdict as v
 from acxfs.errors import EnvironmentProblem
+
+_RETAINED: list[object] = []
 
 
 def advice(verdict: v.Verdict, container: str) -> list[str]:
@@ -99,18 +102,22 @@ def cmd_mount(args: argparse.Namespace) -> int:
         if args.with_save:
             announce("acxfs: warning: save/ is the unsigned SAVE zone; files without a recorded "
                      "digest there cannot be read")
-        created = daemon.prepare_mountpoint(args.mountpoint)
+        created = daemon.prepare_mountpoint(args.mountpoint, args.backend)
     except BaseException:
         source.close()
         raise
 
-    # The FUSE layer logs each failed check (fs.AcxOperations.open): one line per tamper event.
+    # The FUSE layer logs each failed check (fs.AcxOperations.read): one line per tamper event.
     from acxfs.content import ContentStore
 
     store = ContentStore(source.raw_chunks)
     try:
-        return daemon.mount(source, store, verdict, container, args.mountpoint, root, view,
-                            args.foreground, log_file, created, announce)
+        code = daemon.mount(source, store, verdict, container, args.mountpoint, root, view,
+                            args.foreground, log_file, created, announce, args.backend)
+        # The daemon has its own copy now; keeping this one referenced lets the command exit
+        # without freeing the verified tree object by object (see cli.main_entry).
+        _RETAINED.append(source)
+        return code
     except BaseException:
         if created:
             with contextlib.suppress(OSError):
@@ -161,6 +168,10 @@ def add_commands(subs: Any, sub: Any, trust_options: Any, policy_options: Any) -
     view.add_argument("--with-save", action="store_true",
                       help="add the unsigned SAVE zone as save/ (explicit opt-in)")
     p.add_argument("-f", "--foreground", action="store_true", help="stay attached until unmounted")
+    p.add_argument("--backend", choices=fuse_backend.BACKENDS, default=fuse_backend.DEFAULT_BACKEND,
+                   help="FUSE library: libfuse2 through fusepy (default) or libfuse3 through "
+                   "mfusepy (optional: pip install 'acxfs[fuse3]', apt-get install libfuse3-3; "
+                   "faster reads of cached large files)")
     p.add_argument("--log-file", metavar="PATH",
                    help="log refusals, tampering, start and stop (default: "
                    "$XDG_STATE_HOME/acxfs/acxfs.log)")

@@ -12,14 +12,12 @@ import errno
 import functools
 import json
 import os
-import threading
 from collections.abc import Callable
 from typing import Any, TypeVar
 
-from fuse import FuseOSError, Operations
-
-from acxfs.content import ContentStore, VerifiedBlob
+from acxfs.content import ContentStore
 from acxfs.errors import TamperError
+from acxfs.fuse_threads import pin_current_thread
 from acxfs.sources.base import Entry, Source
 from acxfs.verdict import Verdict
 
@@ -29,11 +27,19 @@ XATTR_ROOT = ("user.acx.trust", "user.acx.verdict", "user.acx.keyid", "user.acx.
               "user.acx.stats")
 
 
+class FuseOSError(OSError):
+    """An intended answer to the kernel: both fusepy and mfusepy reply -errno to an OSError."""
+
+    def __init__(self, code: int) -> None:
+        super().__init__(code, os.strerror(code))
+
+
 def _guard(func: F) -> F:
     """Turn any failure other than an intended errno into a logged EIO."""
 
     @functools.wraps(func)
     def wrapper(self: AcxOperations, *args: Any) -> Any:
+        pin_current_thread()
         try:
             return func(self, *args)
         except FuseOSError:
@@ -47,8 +53,13 @@ def _guard(func: F) -> F:
     return wrapper  # type: ignore[return-value]
 
 
-class AcxOperations(Operations):  # type: ignore[misc]
-    """A read-only view of `source.tree` rooted at `root` (a tree path, '' for all)."""
+class AcxOperations:
+    """A read-only view of `source.tree` rooted at `root` (a tree path, '' for all).
+
+    It serves fusepy (libfuse2), which dispatches through `__call__`, and mfusepy (libfuse2 or
+    libfuse3), which calls the methods; either registers with libfuse only the operations
+    defined here, and libfuse answers ENOSYS for the rest.
+    """
 
     use_ns = True
 
@@ -66,10 +77,12 @@ class AcxOperations(Operations):  # type: ignore[misc]
         self._on_ready = on_ready
         self._uid, self._gid = os.getuid(), os.getgid()
         self._attrs: dict[str, dict[str, int]] = {}
-        self._handles: dict[int, VerifiedBlob] = {}
-        self._next_fh = 1
-        self._lock = threading.Lock()
+        self._reported: set[str] = set()  # files whose failed check was logged
         self._usage: tuple[int, int] | None = None  # (bytes, entries), on first statfs
+
+    def __call__(self, op: str, *args: Any) -> Any:
+        """fusepy's entry point for every request."""
+        return getattr(self, op)(*args)
 
     # --- lifecycle ---------------------------------------------------------------------
 
@@ -165,8 +178,7 @@ class AcxOperations(Operations):  # type: ignore[misc]
             found["user.acx.stats"] = json.dumps({
                 "blobs_inflated": stats.blobs_inflated, "bytes_verified": stats.bytes_verified,
                 "tamper_events": stats.tamper_events, "cache_hits": stats.cache_hits,
-                "cache_misses": stats.cache_misses, "open_handles": len(self._handles),
-            }, sort_keys=True).encode()
+                "cache_misses": stats.cache_misses}, sort_keys=True).encode()
         return found
 
     @_guard
@@ -188,44 +200,35 @@ class AcxOperations(Operations):  # type: ignore[misc]
 
     @_guard
     def open(self, path: str, fi: Any) -> int:
+        # ENOSYS puts the kernel in its no-open mode for this mount: it stops sending open and
+        # release, and keeps each file's pages across opens (FOPEN_KEEP_CACHE), which is right
+        # for verified, immutable content.  Every read still comes here and goes through the
+        # store.  Writers never get this far: the mount is read-only, so the kernel refuses
+        # them with EROFS first.
+        raise FuseOSError(errno.ENOSYS)
+
+    @_guard
+    def read(self, path: str, size: int, offset: int, fi: Any) -> bytes:
         entry = self._entry(path)
-        if fi.flags & (os.O_WRONLY | os.O_RDWR | os.O_TRUNC | os.O_APPEND | os.O_CREAT):
-            raise FuseOSError(errno.EROFS)
         if entry.is_dir:
             raise FuseOSError(errno.EISDIR)
         try:
             blob = self.store.get(entry)
         except TamperError as exc:
-            self.log(f"tamper: {exc}")
+            if entry.path not in self._reported:  # the kernel retries: one line per file
+                self._reported.add(entry.path)
+                self.log(f"tamper: {exc}")
             raise FuseOSError(errno.EIO) from exc
-        with self._lock:
-            fh = self._next_fh
-            self._next_fh += 1
-            self._handles[fh] = blob
-        fi.fh = fh
-        fi.keep_cache = 1  # verified, immutable content: the kernel may keep its pages
-        return 0
-
-    @_guard
-    def read(self, path: str, size: int, offset: int, fi: Any) -> bytes:
-        blob = self._handles.get(fi.fh)
-        if blob is None:
-            raise FuseOSError(errno.EBADF)
         return blob.read(offset, size)
-
-    @_guard
-    def release(self, path: str, fi: Any) -> int:
-        with self._lock:
-            self._handles.pop(fi.fh, None)
-        return 0
 
     # --- everything that would write -----------------------------------------------------
 
     def _readonly(self, *args: object) -> int:
         raise FuseOSError(errno.EROFS)
 
-    # Not registered with libfuse: a close() or a directory listing then costs no round trip.
-    flush = opendir = releasedir = None
+    # Not defined, so libfuse answers ENOSYS without calling Python: flush (the kernel then
+    # stops sending it), opendir/releasedir, release (never sent in no-open mode) and ioctl
+    # (Python's open() asks isatty of every file it opens).
 
     chmod = chown = create = mkdir = mknod = rename = rmdir = symlink = _readonly
     truncate = unlink = utimens = write = link = setxattr = removexattr = _readonly

@@ -7,10 +7,13 @@ and entry timeouts, 128 KiB reads, multi-threaded), so whatever a workload costs
 is the cost of the transport itself: a kernel round trip into Python per open, read and
 release, with no archive, inflating or hashing behind it.
 
-It is the floor as a careful fusepy filesystem can reach it: `flush`, `opendir` and
-`releasedir` are left unimplemented (libfuse answers ENOSYS once and the kernel stops
-sending them), readdir returns only each entry's type, and getxattr answers ENOTSUP (so `ls
--l` stops asking for SELinux labels and ACLs after the first file).
+It is the floor as a careful fusepy filesystem can reach it, with acxfs's own choices:
+`open` answers ENOSYS (the kernel's no-open mode: no open or release round trips, pages
+kept across opens), `flush`, `opendir`, `releasedir` and `ioctl` are left to libfuse,
+readdir returns only each entry's type, getxattr answers ENOTSUP (so `ls -l` stops asking
+for SELinux labels and ACLs after the first file), and each libfuse worker thread keeps its
+Python thread state (acxfs.fuse_threads).  `--with-open` restores a classic open/release
+pair, to show what no-open mode saves.
 
     python scripts/nullfs.py MIRROR_DIR MOUNTPOINT      # serves in the foreground
     fusermount -u MOUNTPOINT                            # stops it
@@ -27,6 +30,8 @@ import threading
 from typing import Any
 
 from fuse import FUSE, FuseOSError, Operations
+
+from acxfs.fuse_threads import pin_current_thread
 
 BLOCK = 128 * 1024
 FILL = b"n" * BLOCK
@@ -82,12 +87,20 @@ class NullOperations(Operations):  # type: ignore[misc]
     def getxattr(self, path: str, name: str, position: int = 0) -> bytes:
         raise FuseOSError(errno.ENOTSUP)
 
-    # Not implemented on purpose: libfuse answers ENOSYS and the kernel stops asking.
+    # Not implemented on purpose: libfuse answers ENOSYS (and the kernel stops sending flush).
     flush = None
     opendir = None
     releasedir = None
+    ioctl = None
+
+    def __call__(self, op: str, *args: Any) -> Any:
+        pin_current_thread()
+        return getattr(self, op)(*args)
 
     def open(self, path: str, fi: Any) -> int:
+        raise FuseOSError(errno.ENOSYS)
+
+    def open_classic(self, path: str, fi: Any) -> int:
         if path not in self._attrs:
             raise FuseOSError(errno.ENOENT)
         with self._lock:
@@ -120,8 +133,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("mountpoint")
     parser.add_argument("--single-thread", action="store_true",
                         help="serve with libfuse's single-threaded loop (-s) instead of workers")
+    parser.add_argument("--with-open", action="store_true",
+                        help="answer open with a handle (and keep_cache) instead of ENOSYS")
     args = parser.parse_args(argv)
     ops = NullOperations(args.mirror)
+    if args.with_open:
+        ops.open = ops.open_classic  # type: ignore[method-assign]
     FUSE(ops, args.mountpoint, raw_fi=True, foreground=True, ro=True, fsname="nullfs",
          subtype="nullfs", attr_timeout=86400, entry_timeout=86400, negative_timeout=3600,
          max_read=BLOCK, nothreads=args.single_thread)

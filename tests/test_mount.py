@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import datetime as dt
+import functools
 import hashlib
 import json
 import os
@@ -126,6 +127,25 @@ def cartridge(request: pytest.FixtureRequest) -> tuple[Path, list[str]]:
     return REAL / f"{name}-1.0.0.acx", ["--min-trust", "portable"]
 
 
+@functools.cache
+def libfuse3_problem() -> str:
+    """Why the optional libfuse3 backend cannot load here ('' when it can)."""
+    done = run([sys.executable, "-c",
+                "from acxfs import fuse_backend; fuse_backend.load('libfuse3')"])
+    return "" if done.returncode == 0 else (done.stderr.strip().splitlines() or ["?"])[-1]
+
+
+@pytest.fixture(params=["libfuse2", "libfuse3"])
+def backend(request: pytest.FixtureRequest) -> list[str]:
+    """Mount options choosing the FUSE library. libfuse3 is an optional extra: skipped when
+    missing, except under CI=true (scripts/setup.sh installs it), where that fails."""
+    if request.param == "libfuse3" and libfuse3_problem():
+        if os.environ.get("CI") == "true":
+            pytest.fail(f"the libfuse3 backend must run in CI: {libfuse3_problem()}")
+        pytest.skip(f"libfuse3 backend unavailable: {libfuse3_problem()}")
+    return ["--backend", request.param]
+
+
 @dataclass(frozen=True)
 class Signed:
     """One ROM file as its rows record it."""
@@ -220,23 +240,25 @@ def stats(mountpoint: Path) -> dict[str, int]:
 # --- what is served is what was signed ---------------------------------------------------------
 
 
-def test_mounted_view_equals_extract(cartridge: tuple[Path, list[str]], tmp_path: Path) -> None:
+def test_mounted_view_equals_extract(
+    cartridge: tuple[Path, list[str]], backend: list[str], tmp_path: Path
+) -> None:
     container, options = cartridge
     extracted = tmp_path / "extracted"
     done = acxfs("extract", container, extracted, *options)
     assert done.returncode == 0, done.stderr
     assert any(p.is_file() for p in extracted.rglob("*"))
-    with mounted(container, tmp_path / "mnt", *options) as m:
+    with mounted(container, tmp_path / "mnt", *options, *backend) as m:
         diff = run(["diff", "-r", extracted, m.mountpoint])
         assert (diff.returncode, diff.stdout, diff.stderr) == (0, "", "")
 
 
 def test_every_served_file_hashes_to_its_signed_oid(
-    cartridge: tuple[Path, list[str]], tmp_path: Path
+    cartridge: tuple[Path, list[str]], backend: list[str], tmp_path: Path
 ) -> None:
     container, options = cartridge
     files = signed_files(container)
-    with mounted(container, tmp_path / "mnt", *options) as m:
+    with mounted(container, tmp_path / "mnt", *options, *backend) as m:
         served_files = run(["find", m.mountpoint, "-type", "f", "-printf", r"%P\n"])
         paths = [str(m.mountpoint / name) for name in sorted(files)]
         sums = run(["sha256sum", *paths])
@@ -440,7 +462,8 @@ def test_malformed_cartridge_is_refused(
 
 
 def test_stale_oid_content_is_eio_for_that_file_only(
-    make_cartridge: Callable[..., Path], trusted_registry: Path, tmp_path: Path
+    make_cartridge: Callable[..., Path], trusted_registry: Path, backend: list[str],
+    tmp_path: Path
 ) -> None:
     container = make_cartridge()
     original = DEMO_FILES[GUIDE]
@@ -455,7 +478,7 @@ def test_stale_oid_content_is_eio_for_that_file_only(
 
     log = tmp_path / "acxfs.log"
     with mounted(container, tmp_path / "mnt", "--registry", trusted_registry,
-                 "--log-file", log) as m:
+                 "--log-file", log, *backend) as m:
         bad = run(["cat", m.mountpoint / GUIDE])
         others = {n: run(["cat", m.mountpoint / n]) for n in DEMO_FILES if n != GUIDE}
         counters = stats(m.mountpoint)
@@ -504,6 +527,43 @@ def test_write_operation_fails_with_read_only_file_system(
     assert served == (HELLO / "SKILL.md").read_bytes()
     assert names == ["guide.md"]
     assert sha256_file(hello) == before
+
+
+def test_every_write_fails_read_only_on_either_backend(
+    hello: Path, backend: list[str], tmp_path: Path
+) -> None:
+    before = sha256_file(hello)
+    with mounted(hello, tmp_path / "mnt", "--skill", "hello-acx", *backend) as m:
+        target = m.mountpoint / "SKILL.md"
+        results = {
+            operation: run([a.format(file=target, dir=m.mountpoint / "references")
+                            for a in argv])
+            for operation, argv in WRITES.items()
+        }
+        served = target.read_bytes()
+        names = sorted(os.listdir(m.mountpoint / "references"))
+    for operation, done in results.items():
+        assert done.returncode != 0, operation
+        assert "Read-only file system" in done.stderr, (operation, done.stderr)
+    assert served == (HELLO / "SKILL.md").read_bytes()
+    assert names == ["guide.md"]
+    assert sha256_file(hello) == before
+
+
+def test_libfuse3_backend_without_mfusepy_is_one_clear_line(hello: Path, tmp_path: Path) -> None:
+    shadow = tmp_path / "shadow"
+    shadow.mkdir()
+    (shadow / "mfusepy.py").write_text("raise ImportError('simulated: not installed')\n")
+    env = dict(os.environ, PYTHONPATH=str(shadow))
+    mountpoint = tmp_path / "mnt"
+    done = acxfs("mount", hello, mountpoint, "--backend", "libfuse3", env=env)
+    assert done.returncode != 0
+    assert done.stderr.strip().splitlines() == [
+        "acxfs: error: --backend libfuse3 needs mfusepy (simulated: not installed); "
+        "pip install 'acxfs[fuse3]'"
+    ] or "libfuse3-3" in done.stderr, done.stderr
+    assert "Traceback" not in done.stderr
+    assert not mount_rows(mountpoint) and not mountpoint.exists()
 
 
 # --- lifecycle ---------------------------------------------------------------------------------

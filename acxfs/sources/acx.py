@@ -12,8 +12,10 @@ from collections.abc import Iterator
 from acxfs.cartridge import VerifiedCartridge
 from acxfs.errors import TamperError
 from acxfs.limits import DEFAULT_LIMITS, Limits
-from acxfs.sources.acx_file import ConnectionPool, blob_chunks
+from acxfs.sources.acx_file import ConnectionPool, blob_chunks, small_blob
 from acxfs.sources.base import Entry, Tree, build_tree
+
+SMALL_ROW_BYTES = 64 * 1024
 
 
 class CartridgeSource:
@@ -50,8 +52,11 @@ class CartridgeSource:
         """The row's stored bytes; a row that no longer reads as checked is a TamperError."""
         try:
             with self._pool.connection() as conn:
-                yield from blob_chunks(conn, entry.ref, entry.stored_size,
-                                       self._limits.chunk_bytes)
+                if entry.stored_size <= SMALL_ROW_BYTES:  # one query beats a BLOB handle
+                    yield small_blob(conn, entry.ref, entry.stored_size)
+                else:
+                    yield from blob_chunks(conn, entry.ref, entry.stored_size,
+                                           self._limits.chunk_bytes)
         except (sqlite3.Error, UnicodeDecodeError, ValueError) as exc:
             raise TamperError(
                 f"{entry.path} cannot be read as it was checked ({exc}); the file changed",

@@ -287,29 +287,38 @@ def _read_sqlar(
     (count,) = conn.execute("SELECT count(*) FROM sqlar").fetchone()
     if count > limits.max_entries:
         raise LimitError(f"sqlar has {count} rows, more than the limit of {limits.max_entries}")
-    bad = conn.execute(
-        "SELECT rowid, name FROM sqlar WHERE typeof(name) != 'text' "
-        "OR typeof(mode) NOT IN ('integer', 'null') OR typeof(mtime) NOT IN ('integer', 'null') "
-        "OR typeof(sz) != 'integer' OR typeof(data) NOT IN ('blob', 'null') LIMIT 1"
-    ).fetchone()
-    if bad is not None:
-        raise MalformedError(
-            f"sqlar row {bad[0]}: name must be text, mode/mtime/sz integers and data a BLOB"
-        )
-    # Each structural rule is one query: SQLite scans the rows, Python sees only offenders.
-    not_dir = "(mode IS NULL OR (mode & 61440) != 16384)"
-    checks: list[tuple[str, Callable[[tuple[Any, ...]], AcxfsError]]] = [
-        ("SELECT name, mode FROM sqlar WHERE (mode & 61440) NOT IN (0, 32768, 16384)",
-         lambda r: MalformedError(f"{r[0]!r}: not a regular file or directory (mode {r[1]:o})")),
-        ("SELECT name FROM sqlar WHERE (mode & 61440) = 16384 AND length(data) > 0",
-         lambda r: MalformedError(f"{r[0]!r}: a directory row holds data")),
-        (f"SELECT name, sz, length(data) FROM sqlar WHERE {not_dir} "
-         "AND (sz < 0 OR length(data) > sz OR (data IS NULL AND sz > 0))",
-         lambda r: MalformedError(f"{r[0]!r}: stored size {r[2] or 0} does not fit sz {r[1]}")),
-        (f"SELECT name, sz FROM sqlar WHERE {not_dir} AND sz > {int(limits.max_file_bytes)}",
-         lambda r: LimitError(f"{r[0]!r}: {r[1]} bytes, more than the per-file limit")),
-        ("SELECT name FROM sqlar GROUP BY name HAVING count(*) > 1",
-         lambda r: MalformedError(f"duplicate sqlar name {r[0]!r}")),
+    # One scan: SQLite classifies every row (0 = well formed) and Python looks only at the
+    # first offender.  Each scan reads every leaf page, small files' BLOBs included, so the
+    # per-row rules share this one; rules over other tables are separate small queries.
+    is_dir = "((mode & 61440) = 16384)"
+    problem = (
+        "CASE WHEN typeof(name) != 'text' OR typeof(mode) NOT IN ('integer', 'null') "
+        "OR typeof(mtime) NOT IN ('integer', 'null') OR typeof(sz) != 'integer' "
+        "OR typeof(data) NOT IN ('blob', 'null') THEN 1 "
+        "WHEN (mode & 61440) NOT IN (0, 32768, 16384) THEN 2 "
+        f"WHEN {is_dir} THEN (CASE WHEN length(data) > 0 THEN 3 ELSE 0 END) "
+        "WHEN sz < 0 OR length(data) > sz OR (data IS NULL AND sz > 0) THEN 4 "
+        f"WHEN sz > {int(limits.max_file_bytes)} THEN 5 ELSE 0 END"
+    )
+    rows = conn.execute(
+        "SELECT rowid, name, ifnull(mode, 420) & 4095, ifnull(mtime, 0), sz, "
+        f"ifnull(length(data), 0), ifnull({is_dir}, 0), {problem}, mode FROM sqlar"
+    ).fetchall()
+    offender = next((row for row in rows if row[7]), None)
+    if offender is not None:
+        raise _sqlar_problem(offender)
+    names = [row[1] for row in rows]
+    if len(set(names)) != len(names):
+        seen: set[str] = set()
+        for name in names:
+            if name in seen:
+                raise MalformedError(f"duplicate sqlar name {name!r}")
+            seen.add(name)
+    del names
+    files = [SqlarRow._make(row[:6]) for row in rows if not row[6]]
+    dirs = [row[1] for row in rows if row[6] and row[1] not in ("rom", "save")]
+    del rows
+    checks: tuple[tuple[str, Callable[[tuple[Any, ...]], AcxfsError]], ...] = (
         ("SELECT key FROM cartridge GROUP BY key HAVING count(*) > 1",
          lambda r: MalformedError(f"duplicate cartridge key {r[0]!r}")),
         ("SELECT id FROM memory GROUP BY id HAVING count(*) > 1",
@@ -325,21 +334,29 @@ def _read_sqlar(
                                        ("capabilities", "id", "json"))
         ),
          lambda r: LimitError(f"{r[0]!r} holds a value larger than the limit")),
-    ]
+    )
     for query, error in checks:
-        offender = conn.execute(query + " LIMIT 1").fetchone()
-        if offender is not None:
-            raise error(offender)
-    files = list(map(SqlarRow._make, conn.execute(
-        "SELECT rowid, name, ifnull(mode, 420) & 4095, ifnull(mtime, 0), sz, "
-        f"ifnull(length(data), 0) FROM sqlar WHERE {not_dir}"
-    )))
-    dirs = [name for (name,) in conn.execute(
-        "SELECT name FROM sqlar WHERE (mode & 61440) = 16384 AND name NOT IN ('rom', 'save')"
-    )]
+        found = conn.execute(query + " LIMIT 1").fetchone()
+        if found is not None:
+            raise error(found)
     check_paths([row.name for row in files] + dirs, limits)
     _check_conflicts(files, dirs)
     return tuple(files), tuple(dirs)
+
+
+def _sqlar_problem(row: tuple[Any, ...]) -> AcxfsError:
+    """The error for a row the one scan of `_read_sqlar` classified as ill-formed."""
+    rowid, name, _, _, sz, stored, _, code, mode = row
+    if code == 1:
+        return MalformedError(
+            f"sqlar row {rowid}: name must be text, mode/mtime/sz integers and data a BLOB")
+    if code == 2:
+        return MalformedError(f"{name!r}: not a regular file or directory (mode {mode:o})")
+    if code == 3:
+        return MalformedError(f"{name!r}: a directory row holds data")
+    if code == 4:
+        return MalformedError(f"{name!r}: stored size {stored or 0} does not fit sz {sz}")
+    return LimitError(f"{name!r}: {sz} bytes, more than the per-file limit")
 
 
 def _check_conflicts(files: list[SqlarRow], dirs: list[str]) -> None:
@@ -481,6 +498,17 @@ class ConnectionPool:
             idle, self._idle = self._idle, []
         for conn in idle:
             conn.close()
+
+
+def small_blob(conn: sqlite3.Connection, rowid: int, stored_len: int) -> bytes:
+    """The whole stored BLOB of one small sqlar row, in one query."""
+    row = conn.execute("SELECT data FROM sqlar WHERE rowid = ?", (rowid,)).fetchone()
+    data = None if row is None else row[0]
+    if stored_len == 0 and data is None:
+        return b""
+    if not isinstance(data, bytes) or len(data) != stored_len:
+        raise sqlite3.DatabaseError("BLOB changed since it was checked")
+    return data
 
 
 def blob_chunks(

@@ -82,9 +82,10 @@ def build_tree(
     for d in dirs:
         add_dir(d)
     for f in files:
-        parent, _, name = f.path.rpartition("/")
-        add_dir(parent)
-        entries[f.path] = f
+        parent, _, name = f[0].rpartition("/")
+        if parent not in entries:
+            add_dir(parent)
+        entries[f[0]] = f
         kids.setdefault(parent, set()).add(name)
     children = {path: tuple(sorted(names)) for path, names in kids.items()}
     return Tree(entries, children, dir_mtime)

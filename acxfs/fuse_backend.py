@@ -1,0 +1,55 @@
+"""Which FUSE binding serves a mount: fusepy over libfuse2 (the default) or mfusepy over libfuse3.
+
+Both call the same `acxfs.fs.AcxOperations`; only the library and its options differ.  libfuse3
+is optional (`pip install 'acxfs[fuse3]'` and Debian's `libfuse3-3`): over it the kernel serves
+a cached file about as fast as a local one (docs/performance.md).  `load` either returns a
+working `FUSE` class or raises EnvironmentProblem naming what to install.
+"""
+
+from __future__ import annotations
+
+import ctypes.util
+import os
+from typing import Any
+
+from acxfs.errors import EnvironmentProblem
+
+BACKENDS = ("libfuse2", "libfuse3")
+DEFAULT_BACKEND = "libfuse2"
+
+
+def load(backend: str) -> Any:
+    """The `FUSE` class of `backend`, with its library loaded."""
+    if backend == "libfuse3":
+        return _load_libfuse3()
+    try:
+        from fuse import FUSE
+    except (OSError, ImportError) as exc:
+        raise EnvironmentProblem(f"libfuse is not installed ({exc}); install fuse and "
+                                 "libfuse2") from exc
+    return FUSE
+
+
+def _load_libfuse3() -> Any:
+    library = ctypes.util.find_library("fuse3")
+    if library is None:
+        raise EnvironmentProblem("--backend libfuse3 needs libfuse3 (apt-get install libfuse3-3)")
+    os.environ["FUSE_LIBRARY_PATH"] = library  # mfusepy picks its library when first imported
+    try:
+        import mfusepy
+    except ImportError as exc:
+        raise EnvironmentProblem(
+            f"--backend libfuse3 needs mfusepy ({exc}); pip install 'acxfs[fuse3]'") from exc
+    except OSError as exc:
+        raise EnvironmentProblem(f"libfuse3 cannot be loaded ({exc})") from exc
+    if mfusepy.fuse_version_major != 3:
+        raise EnvironmentProblem(
+            "--backend libfuse3: mfusepy was already loaded with another libfuse in this process")
+    return mfusepy.FUSE
+
+
+def options(backend: str) -> dict[str, Any]:
+    """Mount options beyond the common ones, per library."""
+    if backend == "libfuse3":
+        return {"max_threads": 16}
+    return {"max_read": 131072}
