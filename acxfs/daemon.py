@@ -169,12 +169,15 @@ def _return_freed_memory() -> None:
     """Serve large allocations with mmap so evicted cache entries go back to the system.
 
     Without this glibc's heap fragments under many concurrent verifications and the daemon's
-    RSS keeps growing past the cache bound (measured by scripts/stress.py)."""
+    RSS keeps growing past the cache bound (measured by scripts/stress.py).  The threshold is
+    4 MiB, not lower: the 1 MiB pieces a large file is inflated in must come from the heap,
+    because a fresh mapping per piece costs a page fault per 4 KiB (with 128 KiB, a cold
+    256 MiB read took twice as long; docs/performance.md)."""
     with contextlib.suppress(OSError, AttributeError):
         import ctypes
 
         libc = ctypes.CDLL(None)
-        libc.mallopt(-3, 128 * 1024)  # M_MMAP_THRESHOLD: big blocks come from mmap
+        libc.mallopt(-3, 4 * 1024 * 1024)  # M_MMAP_THRESHOLD: cached blobs come from mmap
         libc.mallopt(-8, 2)  # M_ARENA_MAX: few per-thread heaps to fragment
 
 
