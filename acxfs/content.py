@@ -236,17 +236,17 @@ def verify_content(
         raise TamperError(f"{entry.path} has no signed digest", entry.path)
     if entry.size > limits.max_file_bytes:
         raise TamperError(f"{entry.path} exceeds the per-file size limit", entry.path)
-    attempts: list[int | None]
+    if entry.stored_size <= SMALL_STORED_BYTES and entry.size <= limits.memory_spill_bytes:
+        stored = _read_small(open_chunks(), entry.stored_size)
+        if stored is not None:
+            return _verify_small(entry, entry.digest, stored)
     first: Iterator[bytes] | None = None
-    if entry.codec == "stored" or (entry.codec == "sqlar" and entry.stored_size == entry.size):
-        attempts = [None]
-    elif entry.codec == "deflate":
-        attempts = [-15]
-    else:
+    head = b""
+    if entry.codec == "sqlar" and entry.stored_size != entry.size:
         chunks = open_chunks()
         head = next(chunks, b"")
         first = itertools.chain([head], chunks)  # the first attempt reuses this stream
-        attempts = [15, -15] if looks_like_zlib(head) else [-15, 15]
+    attempts = _codecs(entry, head)
     problem = ""
     for wbits in attempts:
         sink = _Sink(entry.size, limits.memory_spill_bytes, spill_dir)
@@ -270,6 +270,65 @@ def verify_content(
         if hmac.compare_digest(hasher.digest(), entry.digest):
             return sink.finish()
         sink.discard()
+        problem = problem or "does not match its signed sha256"
+    raise TamperError(f"{entry.path} {problem}", entry.path)
+
+
+SMALL_STORED_BYTES = 1024 * 1024  # stored this small: verified in memory, in one pass
+
+
+def _codecs(entry: Entry, head: bytes) -> list[int | None]:
+    """The wbits to try, likeliest first (None: the bytes are stored as they are)."""
+    if entry.codec == "stored" or (entry.codec == "sqlar" and entry.stored_size == entry.size):
+        return [None]
+    if entry.codec == "deflate":
+        return [-15]
+    return [15, -15] if looks_like_zlib(head) else [-15, 15]
+
+
+def _read_small(chunks: Iterator[bytes], stored_size: int) -> bytes | None:
+    """All stored bytes of a small file, or None if there are more than recorded."""
+    parts, total = [], 0
+    for chunk in chunks:
+        total += len(chunk)
+        if total > stored_size:
+            return None  # the streaming path reports it
+        parts.append(chunk)
+    return parts[0] if len(parts) == 1 else b"".join(parts)
+
+
+def _inflate_small(stored: bytes, wbits: int | None, size: int) -> bytes:
+    """`stored` inflated to exactly `size` bytes (never more than size + 1 produced)."""
+    if wbits is None:
+        out = stored
+    else:
+        inflater = zlib.decompressobj(wbits)
+        try:
+            out = inflater.decompress(stored, size + 1)
+            if len(out) <= size and not inflater.eof:
+                out += inflater.flush(size + 1 - len(out))
+        except zlib.error as exc:
+            raise _StreamError(f"does not inflate ({exc})") from exc
+        if len(out) > size:
+            raise _StreamError("inflates past its size")
+        if not inflater.eof:
+            raise _StreamError("compressed stream is truncated")
+    if len(out) != size:
+        raise _StreamError(f"yields {len(out)} bytes, not {size}")
+    return out
+
+
+def _verify_small(entry: Entry, digest: bytes, stored: bytes) -> VerifiedBlob:
+    """verify_content for stored bytes already in memory: same codecs, bounds and checks."""
+    problem = ""
+    for wbits in _codecs(entry, stored[:2]):
+        try:
+            out = _inflate_small(stored, wbits, entry.size)
+        except _StreamError as exc:
+            problem = problem or str(exc)
+            continue
+        if hmac.compare_digest(hashlib.sha256(out).digest(), digest):
+            return MemoryBlob(out)
         problem = problem or "does not match its signed sha256"
     raise TamperError(f"{entry.path} {problem}", entry.path)
 
