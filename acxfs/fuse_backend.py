@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import ctypes.util
 import os
+import shutil
 from typing import Any
 
 from acxfs.errors import EnvironmentProblem
@@ -45,6 +46,9 @@ def _load_libfuse3() -> Any:
     if mfusepy.fuse_version_major != 3:
         raise EnvironmentProblem(
             "--backend libfuse3: mfusepy was already loaded with another libfuse in this process")
+    if os.geteuid() != 0 and shutil.which("fusermount3") is None:
+        raise EnvironmentProblem("--backend libfuse3 as a normal user needs fusermount3 "
+                                 "(Debian's fuse3 package)")
     return mfusepy.FUSE
 
 
