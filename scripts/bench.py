@@ -28,6 +28,7 @@ from __future__ import annotations
 import argparse
 import base64
 import contextlib
+import functools
 import hashlib
 import json
 import math
@@ -937,10 +938,10 @@ def wl_mount(ctx: Context, peers: list[Peer], data: Datasets) -> None:
                 not_applicable(rows, peer, "n/a")
                 continue
             if isinstance(peer, ExtractPeer):
-                record(ctx, peer, rows[:2], lambda p=peer, d=ds: extract_times(ctx, p, d))
+                record(ctx, peer, rows[:2], functools.partial(extract_times, ctx, peer, ds))
                 not_applicable(rows[2:], peer, "n/a")
                 continue
-            record(ctx, peer, rows, lambda p=peer, d=ds: mount_times(ctx, p, d))
+            record(ctx, peer, rows, functools.partial(mount_times, ctx, peer, ds))
 
 
 def extract_times(ctx: Context, peer: ExtractPeer, ds: Dataset) -> list[list[float]]:
@@ -982,7 +983,7 @@ def wl_listing(ctx: Context, peers: list[Peer], data: Datasets) -> None:
                     return timed_command(ctx, [a.format(root=mount.root) for a in argv])
 
                 record(ctx, peer, rows,
-                       lambda p=peer, o=op, d=ds: list(cold_and_warm(ctx, p, d, o)))
+                       functools.partial(cold_and_warm, ctx, peer, ds, op))
 
 
 def wl_read_all(ctx: Context, peers: list[Peer], data: Datasets) -> None:
@@ -997,7 +998,7 @@ def wl_read_all(ctx: Context, peers: list[Peer], data: Datasets) -> None:
         return in_worker(ctx, "walk", root=str(mount.root))["seconds"]
 
     for peer in peers:
-        record(ctx, peer, rows, lambda p=peer: list(cold_and_warm(ctx, p, ds, op)))
+        record(ctx, peer, rows, functools.partial(cold_and_warm, ctx, peer, ds, op))
 
 
 def wl_big(ctx: Context, peers: list[Peer], data: Datasets) -> None:
@@ -1015,7 +1016,7 @@ def wl_big(ctx: Context, peers: list[Peer], data: Datasets) -> None:
         ctx.table.row("d.rss", f"(d) {mib} MiB file: daemon peak RSS", "MiB"),
     ]
     for peer in peers:
-        record(ctx, peer, rows, lambda p=peer: big_runs(ctx, p, ds, rel))
+        record(ctx, peer, rows, functools.partial(big_runs, ctx, peer, ds, rel))
     floor_rows = [
         ctx.table.row("d.floor.cold", f"(d) {mib} MiB BLOB inflate+sha256 in-process "
                       "(floor for cold reads), archive cold", "MiB/s"),
@@ -1117,11 +1118,11 @@ def wl_alternate(ctx: Context, peers: list[Peer], data: Datasets) -> None:
                              second=str(mount.root / b))["seconds"]
 
         if not isinstance(peer, AcxfsPeer):
-            record(ctx, peer, rows, lambda p=peer, o=op: list(cold_and_warm(ctx, p, ds, o)))
+            record(ctx, peer, rows, functools.partial(cold_and_warm, ctx, peer, ds, op))
             not_applicable([inflations], peer, "—")
             continue
-        record(ctx, peer, [*rows, inflations], lambda p=peer, o=op: acxfs_alternate(ctx, p, ds,
-                                                                                   o))
+        record(ctx, peer, [*rows, inflations],
+               functools.partial(acxfs_alternate, ctx, peer, ds, op))
 
 
 def acxfs_alternate(ctx: Context, peer: Peer, ds: Dataset, op: Op) -> list[list[float]]:
@@ -1154,7 +1155,7 @@ def wl_parallel(ctx: Context, peers: list[Peer], data: Datasets) -> None:
                              readers=readers)["seconds"]
 
         for peer in peers:
-            record(ctx, peer, rows, lambda p=peer, o=op: list(cold_and_warm(ctx, p, ds, o)))
+            record(ctx, peer, rows, functools.partial(cold_and_warm, ctx, peer, ds, op))
 
 
 def wl_verify(ctx: Context, peers: list[Peer], data: Datasets) -> None:

@@ -6,5 +6,5 @@ cd "$(dirname "$0")/.."
 bash scripts/setup.sh
 PYTHON="${PYTHON:-python3}"
 "$PYTHON" -m ruff check acxfs tests scripts
-"$PYTHON" -m mypy acxfs
+MYPYPATH=tests "$PYTHON" -m mypy acxfs scripts
 "$PYTHON" -m pytest -q "$@"
