@@ -297,36 +297,17 @@ def _read_small(chunks: Iterator[bytes], stored_size: int) -> bytes | None:
     return parts[0] if len(parts) == 1 else b"".join(parts)
 
 
-def _inflate_small(stored: bytes, wbits: int | None, size: int) -> bytes:
-    """`stored` inflated to exactly `size` bytes (never more than size + 1 produced)."""
-    if wbits is None:
-        out = stored
-    else:
-        inflater = zlib.decompressobj(wbits)
-        try:
-            out = inflater.decompress(stored, size + 1)
-            if len(out) <= size and not inflater.eof:
-                out += inflater.flush(size + 1 - len(out))
-        except zlib.error as exc:
-            raise _StreamError(f"does not inflate ({exc})") from exc
-        if len(out) > size:
-            raise _StreamError("inflates past its size")
-        if not inflater.eof:
-            raise _StreamError("compressed stream is truncated")
-    if len(out) != size:
-        raise _StreamError(f"yields {len(out)} bytes, not {size}")
-    return out
-
-
 def _verify_small(entry: Entry, digest: bytes, stored: bytes) -> VerifiedBlob:
     """verify_content for stored bytes already in memory: same codecs, bounds and checks."""
     problem = ""
     for wbits in _codecs(entry, stored[:2]):
-        try:
-            out = _inflate_small(stored, wbits, entry.size)
+        pieces: list[bytes] = []
+        try:  # one piece: the step is larger than the file
+            _inflate_with(iter((stored,)), wbits, entry.size, entry.size + 1, pieces.append)
         except _StreamError as exc:
             problem = problem or str(exc)
             continue
+        out = pieces[0] if len(pieces) == 1 else b"".join(pieces)
         if hmac.compare_digest(hashlib.sha256(out).digest(), digest):
             return MemoryBlob(out)
         problem = problem or "does not match its signed sha256"
@@ -424,21 +405,20 @@ class ContentStore:
             blob = verify_content(entry, lambda: self._open_chunks(entry), self._limits,
                                   self._spill_dir)
         except BaseException as exc:
-            self._land(path, flight, weight, None)
-            if isinstance(exc, TamperError):
-                with self._lock:
-                    self.stats.tamper_events += 1
-                    self._failed[path] = exc
-                if self._on_tamper is not None:
-                    self._on_tamper(exc)
+            tamper = exc if isinstance(exc, TamperError) else None
+            self._land(path, flight, weight, None, tamper)
+            if tamper is not None and self._on_tamper is not None:
+                self._on_tamper(tamper)
             flight.fail(exc)
             raise
-        self._land(path, flight, weight, blob)
+        self._land(path, flight, weight, blob, None)
         flight.succeed(blob)
         return blob
 
-    def _land(self, path: str, flight: _Flight, weight: int, blob: VerifiedBlob | None) -> None:
-        """End one verification: free its weight, and cache its blob if it produced one."""
+    def _land(self, path: str, flight: _Flight, weight: int, blob: VerifiedBlob | None,
+              tamper: TamperError | None) -> None:
+        """End one verification: free its weight, then cache its blob or record its failure
+        (under one lock, so no later reader can start a second check of a failed file)."""
         with self._lock:
             if self._flights.get(path) is flight:
                 del self._flights[path]
@@ -448,6 +428,9 @@ class ContentStore:
                 self.stats.blobs_inflated += 1
                 self.stats.bytes_verified += blob.size
                 self._insert(path, blob)
+            elif tamper is not None:
+                self.stats.tamper_events += 1
+                self._failed[path] = tamper
 
     def _insert(self, path: str, blob: VerifiedBlob) -> None:
         self._cache[path] = blob

@@ -107,10 +107,12 @@ def cmd_mount(args: argparse.Namespace) -> int:
         source.close()
         raise
 
-    # The FUSE layer logs each failed check (fs.AcxOperations.read): one line per tamper event.
+    # One log line per failed check: the store reports each tamper event once (a failed file
+    # stays failed; the FUSE layer then only answers EIO).
     from acxfs.content import ContentStore
 
-    store = ContentStore(source.raw_chunks)
+    store = ContentStore(source.raw_chunks,
+                         on_tamper=lambda exc: daemon.log_line(log_file, f"tamper: {exc}"))
     try:
         code = daemon.mount(source, store, verdict, container, args.mountpoint, root, view,
                             args.foreground, log_file, created, announce, args.backend)

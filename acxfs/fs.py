@@ -2,8 +2,9 @@
 
 This module reads no container itself.  Metadata comes from the source's verified tree;
 content comes from `ContentStore.get`, which returns only bytes whose sha256 matched the
-signed digest.  A failed check is EIO for that file (and one log line); every write-type
-operation is EROFS; an unexpected failure is a logged EIO, never a crash of the daemon.
+signed digest.  A failed check is EIO for that file (logged once, by the store's owner);
+every write-type operation is EROFS; an unexpected failure is a logged EIO, never a crash of
+the daemon.
 """
 
 from __future__ import annotations
@@ -77,7 +78,6 @@ class AcxOperations:
         self._on_ready = on_ready
         self._uid, self._gid = os.getuid(), os.getgid()
         self._attrs: dict[str, dict[str, int]] = {}
-        self._reported: set[str] = set()  # files whose failed check was logged
         self._usage: tuple[int, int] | None = None  # (bytes, entries), on first statfs
 
     def __call__(self, op: str, *args: Any) -> Any:
@@ -212,14 +212,7 @@ class AcxOperations:
         entry = self._entry(path)
         if entry.is_dir:
             raise FuseOSError(errno.EISDIR)
-        try:
-            blob = self.store.get(entry)
-        except TamperError as exc:
-            if entry.path not in self._reported:  # the kernel retries: one line per file
-                self._reported.add(entry.path)
-                self.log(f"tamper: {exc}")
-            raise FuseOSError(errno.EIO) from exc
-        return blob.read(offset, size)
+        return self.store.get(entry).read(offset, size)  # a TamperError is EIO (_guard)
 
     # --- everything that would write -----------------------------------------------------
 
