@@ -24,7 +24,13 @@ from acxfs.errors import MalformedError
 from acxfs.jcs import canonical_bytes, utf16_key
 from acxfs.keys import KeyFormatError, PublicKey, public_key_from_pem
 from acxfs.limits import DEFAULT_LIMITS, Limits
-from acxfs.sources.acx_file import CartridgeRows, ObjectRow, SqlarRow, read_cartridge
+from acxfs.sources.acx_file import (
+    CartridgeRows,
+    ObjectRow,
+    SqlarRow,
+    first_duplicate,
+    read_cartridge,
+)
 from acxfs.sources.base import Entry, Tree, build_tree
 from acxfs.trust import TrustContext, parse_time
 
@@ -278,11 +284,8 @@ def _check_exact_rom(rows: CartridgeRows) -> dict[str, ObjectRow]:
     signed = [o for o in rows.objects if o[1] == "sqlar" and o[4] == "rom"]
     covering = {o[2]: o for o in signed}
     if len(covering) != len(signed):
-        seen: set[str] = set()
-        for obj in signed:
-            if obj.source_ref in seen:
-                raise _tampered(f"{obj.source_ref} is covered twice by the signed manifest.")
-            seen.add(obj.source_ref)
+        twice = first_duplicate([o[2] for o in signed])
+        raise _tampered(f"{twice} is covered twice by the signed manifest.")
     if len(covering) != len(rows.rom_files):
         names = {row.name for row in rows.rom_files}
         for ref in covering:

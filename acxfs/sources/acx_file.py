@@ -302,19 +302,14 @@ def _read_sqlar(
     )
     rows = conn.execute(
         "SELECT rowid, name, ifnull(mode, 420) & 4095, ifnull(mtime, 0), sz, "
-        f"ifnull(length(data), 0), ifnull({is_dir}, 0), {problem}, mode FROM sqlar"
+        f"ifnull(length(data), 0), ifnull({is_dir}, 0), {problem} FROM sqlar"
     ).fetchall()
     offender = next((row for row in rows if row[7]), None)
     if offender is not None:
-        raise _sqlar_problem(offender)
-    names = [row[1] for row in rows]
-    if len(set(names)) != len(names):
-        seen: set[str] = set()
-        for name in names:
-            if name in seen:
-                raise MalformedError(f"duplicate sqlar name {name!r}")
-            seen.add(name)
-    del names
+        raise _sqlar_problem(conn, offender)
+    duplicate = first_duplicate([row[1] for row in rows])
+    if duplicate is not None:
+        raise MalformedError(f"duplicate sqlar name {duplicate!r}")
     files = [SqlarRow._make(row[:6]) for row in rows if not row[6]]
     dirs = [row[1] for row in rows if row[6] and row[1] not in ("rom", "save")]
     del rows
@@ -344,13 +339,26 @@ def _read_sqlar(
     return tuple(files), tuple(dirs)
 
 
-def _sqlar_problem(row: tuple[Any, ...]) -> AcxfsError:
+def first_duplicate(items: list[str]) -> str | None:
+    """The first item that occurs twice (one set when there is none, a scan when there is)."""
+    if len(set(items)) == len(items):
+        return None
+    seen: set[str] = set()
+    for item in items:
+        if item in seen:
+            return item
+        seen.add(item)
+    return None
+
+
+def _sqlar_problem(conn: sqlite3.Connection, row: tuple[Any, ...]) -> AcxfsError:
     """The error for a row the one scan of `_read_sqlar` classified as ill-formed."""
-    rowid, name, _, _, sz, stored, _, code, mode = row
+    rowid, name, _, _, sz, stored, _, code = row
     if code == 1:
         return MalformedError(
             f"sqlar row {rowid}: name must be text, mode/mtime/sz integers and data a BLOB")
-    if code == 2:
+    if code == 2:  # the raw mode is read only for this message, not for every row
+        (mode,) = conn.execute("SELECT mode FROM sqlar WHERE rowid = ?", (rowid,)).fetchone()
         return MalformedError(f"{name!r}: not a regular file or directory (mode {mode:o})")
     if code == 3:
         return MalformedError(f"{name!r}: a directory row holds data")
