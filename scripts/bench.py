@@ -593,6 +593,13 @@ class DaemonPeer(Peer):
 
     daemonizes = True
 
+    def probe(self) -> None:
+        self.absent = "/dev/fuse missing" if not os.path.exists("/dev/fuse") else self.missing()
+
+    def missing(self) -> str | None:
+        """Why this peer's program cannot run here (installing it first when asked), or None."""
+        return None
+
     def command(self, ds: Dataset, mountpoint: Path) -> list[str]:
         raise NotImplementedError
 
@@ -636,11 +643,10 @@ class DaemonPeer(Peer):
 class AcxfsPeer(DaemonPeer):
     name = "acxfs"
 
-    def probe(self) -> None:
+    def missing(self) -> str | None:
         if shutil.which("acxfs") is None:
-            self.absent = "the acxfs console script is not installed (pip install -e .)"
-        elif not os.path.exists("/dev/fuse"):
-            self.absent = "/dev/fuse missing"
+            return "the acxfs console script is not installed (pip install -e .)"
+        return None
 
     def command(self, ds: Dataset, mountpoint: Path) -> list[str]:
         return [tool("acxfs"), "mount", str(ds.acx), str(mountpoint)]
@@ -654,16 +660,15 @@ class AcxfsPeer(DaemonPeer):
 class AcxfsFuse3Peer(AcxfsPeer):
     name = "acxfs libfuse3"
 
-    def probe(self) -> None:
-        super().probe()
-        if self.absent:
-            return
-        probe = subprocess.run(
+    def missing(self) -> str | None:
+        reason = super().missing()
+        if reason is None and subprocess.run(
             [sys.executable, "-c", "from acxfs import fuse_backend; fuse_backend.load('libfuse3')"],
-            capture_output=True, text=True, check=False)
-        if probe.returncode != 0:
-            self.absent = ("libfuse3 backend unavailable (pip install 'acxfs[fuse3]', "
-                           "apt-get install libfuse3-3)")
+            capture_output=True, check=False,
+        ).returncode != 0:
+            reason = ("libfuse3 backend unavailable (pip install 'acxfs[fuse3]', "
+                      "apt-get install libfuse3-3)")
+        return reason
 
     def command(self, ds: Dataset, mountpoint: Path) -> list[str]:
         return [*super().command(ds, mountpoint), "--backend", "libfuse3"]
@@ -672,16 +677,14 @@ class AcxfsFuse3Peer(AcxfsPeer):
 class RatarmountPeer(DaemonPeer):
     name = "ratarmount"
 
-    def probe(self) -> None:
-        if not os.path.exists("/dev/fuse"):
-            self.absent = "/dev/fuse missing"
-            return
+    def missing(self) -> str | None:
         if shutil.which("ratarmount") is None and self.ctx.cfg.install_peers:
             self.ctx.log("installing ratarmount (pip) ...")
             subprocess.run([sys.executable, "-m", "pip", "install", "-q", "ratarmount"],
                            capture_output=True, check=False)
         if shutil.which("ratarmount") is None:
-            self.absent = "ratarmount not installed (pip install ratarmount; --install-peers)"
+            return "ratarmount not installed (pip install ratarmount; --install-peers)"
+        return None
 
     def command(self, ds: Dataset, mountpoint: Path) -> list[str]:
         return [tool("ratarmount"), str(ds.acx), str(mountpoint)]
@@ -690,14 +693,12 @@ class RatarmountPeer(DaemonPeer):
 class FuseZipPeer(DaemonPeer):
     name = "fuse-zip"
 
-    def probe(self) -> None:
-        if not os.path.exists("/dev/fuse"):
-            self.absent = "/dev/fuse missing"
-            return
+    def missing(self) -> str | None:
         if shutil.which("fuse-zip") is None and self.ctx.cfg.install_peers:
             install_apt(self.ctx, "fuse-zip")
         if shutil.which("fuse-zip") is None:
-            self.absent = "fuse-zip not installed (apt-get install fuse-zip; --install-peers)"
+            return "fuse-zip not installed (apt-get install fuse-zip; --install-peers)"
+        return None
 
     def command(self, ds: Dataset, mountpoint: Path) -> list[str]:
         return ["fuse-zip", "-r", str(ds.zip), str(mountpoint)]
@@ -707,11 +708,8 @@ class NullPeer(DaemonPeer):
     name = "nullfs"
     daemonizes = False
 
-    def probe(self) -> None:
-        if not os.path.exists("/dev/fuse"):
-            self.absent = "/dev/fuse missing"
-        elif not NULLFS.exists():
-            self.absent = f"{NULLFS} missing"
+    def missing(self) -> str | None:
+        return None if NULLFS.exists() else f"{NULLFS} missing"
 
     def command(self, ds: Dataset, mountpoint: Path) -> list[str]:
         return [sys.executable, str(NULLFS), str(ds.root), str(mountpoint)]

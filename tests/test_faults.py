@@ -44,6 +44,16 @@ def _load_script(name: str) -> ModuleType:
     return module
 
 
+def _stress_cartridge(tmp_path: Path, seed: int, files: int) -> tuple[ModuleType, Path, Path]:
+    """scripts/stress.py, a cartridge it built (one large file) and its signer's public key."""
+    stress = _load_script("stress")
+    cart = tmp_path / "stress.acx"
+    stress.build_cartridge(cart, seed=seed, files=files, big=1)
+    key = tmp_path / "signer.pub.pem"
+    key.write_text(stress.SIGNER.public_pem)
+    return stress, cart, key
+
+
 def _files(count: int = 12, seed: int = 5) -> dict[str, bytes]:
     """Distinct files, half incompressible (BLOBs spanning overflow pages)."""
     rng = random.Random(seed)
@@ -189,11 +199,7 @@ def test_sigkill_then_umount_clears_the_stale_mount(
 
 
 def test_sigterm_during_heavy_reads_unmounts_cleanly(tmp_path: Path) -> None:
-    stress = _load_script("stress")
-    cart = tmp_path / "load.acx"
-    stress.build_cartridge(cart, seed=3, files=400, big=1)
-    key = tmp_path / "signer.pub.pem"
-    key.write_text(stress.SIGNER.public_pem)
+    stress, cart, key = _stress_cartridge(tmp_path, seed=3, files=400)
     mnt = tmp_path / "mnt"
     done = mounting.acxfs("mount", cart, mnt, "--trust-key", key)  # acxfs creates mnt
     assert done.returncode == 0, done.stderr
@@ -300,11 +306,7 @@ def test_full_spill_directory_cat_is_one_error_line(
 
 def test_stress_short_bounded_run(tmp_path: Path) -> None:
     """1,000 files, 8 reader threads in 4 processes, 5 s: zero errors, zero wrong bytes."""
-    stress = _load_script("stress")
-    cart = tmp_path / "stress.acx"
-    stress.build_cartridge(cart, seed=1, files=1000, big=1)
-    key = tmp_path / "signer.pub.pem"
-    key.write_text(stress.SIGNER.public_pem)
+    stress, cart, key = _stress_cartridge(tmp_path, seed=1, files=1000)
     summary = stress.stress(cart, key, tmp_path / "mnt", seed=1, files=1000, big=1,
                             seconds=5.0, processes=4, threads=2)
     assert summary["error_count"] == 0, summary["errors"]
