@@ -78,6 +78,7 @@ class AcxOperations:
         self._on_ready = on_ready
         self._uid, self._gid = os.getuid(), os.getgid()
         self._attrs: dict[str, dict[str, int]] = {}
+        self._listings: dict[str, list[tuple[str, dict[str, int] | None]]] = {}
         self._usage: tuple[int, int] | None = None  # (bytes, entries), on first statfs
 
     def __call__(self, op: str, *args: Any) -> Any:
@@ -137,6 +138,24 @@ class AcxOperations:
         if not entry.is_dir:
             raise FuseOSError(errno.ENOTDIR)
         return [".", "..", *self.tree.list(entry.path)]
+
+    @_guard
+    def readdir_plus(self, path: str) -> list[tuple[str, dict[str, int] | None]]:
+        """The listing with each child's attributes, for libfuse3's READDIRPLUS: the kernel
+        then knows every listed name and sends no LOOKUP when one is opened.  The kernel
+        asks for a large directory in many parts, so each listing is built once."""
+        entry = self._entry(path)
+        if not entry.is_dir:
+            raise FuseOSError(errno.ENOTDIR)
+        listing = self._listings.get(entry.path)
+        if listing is None:
+            base, lookup = entry.path, self.tree.lookup
+            listing = [(".", None), ("..", None)]
+            for name in self.tree.list(base):
+                child = lookup(f"{base}/{name}" if base else name)
+                listing.append((name, None if child is None else self._stat(child)))
+            self._listings[entry.path] = listing
+        return listing
 
     @_guard
     def access(self, path: str, amode: int) -> int:

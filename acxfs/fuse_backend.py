@@ -49,7 +49,39 @@ def _load_libfuse3() -> Any:
     if os.geteuid() != 0 and shutil.which("fusermount3") is None:
         raise EnvironmentProblem("--backend libfuse3 as a normal user needs fusermount3 "
                                  "(Debian's fuse3 package)")
-    return mfusepy.FUSE
+    return _with_readdirplus(mfusepy)
+
+
+READDIR_PLUS = 1  # fuse_readdir_flags: the kernel asked for READDIRPLUS
+FILL_DIR_PLUS = 2  # fuse_fill_dir_flags: this entry carries its attributes
+
+
+def _with_readdirplus(mfusepy: Any) -> Any:
+    """mfusepy's FUSE, answering READDIRPLUS with each entry's attributes (mfusepy passes only
+    names and types, so the kernel would still send a LOOKUP for every file it then opens)."""
+
+    class FUSE(mfusepy.FUSE):  # type: ignore[misc]
+        def readdir_fuse_3(self, path: bytes | None, buf: Any, filler: Any, offset: int,
+                           fip: Any, flags: int) -> int:
+            listing = getattr(self.operations, "readdir_plus", None)
+            if path is None or listing is None or not flags & READDIR_PLUS:
+                return int(super().readdir_fuse_3(path, buf, filler, offset, fip, flags))
+            # libfuse's high-level API passes attributes on only for entries with an offset;
+            # entry i has offset i + 1, where the next call resumes when the buffer is full.
+            entries = listing(path.decode(self.encoding, self.errors))
+            for index in range(offset, len(entries)):
+                name, attrs = entries[index]
+                stat = None
+                if attrs is not None:
+                    stat = mfusepy.c_stat()
+                    mfusepy.set_st_attrs(stat, attrs, use_ns=self.use_ns)
+                plus = FILL_DIR_PLUS if stat is not None else 0
+                if filler(buf, name.encode(self.encoding, self.errors), stat, index + 1,
+                          plus) != 0:
+                    break
+            return 0
+
+    return FUSE
 
 
 def options(backend: str) -> dict[str, Any]:

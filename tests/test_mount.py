@@ -550,6 +550,45 @@ def test_every_write_fails_read_only_on_either_backend(
     assert sha256_file(hello) == before
 
 
+STAT_WHILE_LISTING = """
+import os, stat, sys
+with os.scandir(sys.argv[1]) as listing:
+    for item in listing:
+        st = os.stat(item.path)
+        print(f"f {stat.S_IMODE(st.st_mode):o} {st.st_size} {item.name}")
+"""
+
+
+def test_large_directory_lists_every_entry_with_its_attributes_on_either_backend(
+    make_cartridge: Callable[..., Path], backend: list[str], tmp_path: Path
+) -> None:
+    """More entries than one directory reply holds: over libfuse3 the listing comes as
+    READDIRPLUS parts, each resuming at an entry's offset and carrying its attributes; over
+    libfuse2 as plain READDIR. Either way every name appears once, with its signed size and
+    read-only mode, and reads back its signed bytes."""
+    folder = "rom/skills/demo-skill/references"
+    many = {f"{folder}/entry-{i:04d}-{'x' * 48}.md": f"entry {i}\n".encode() * (1 + i % 5)
+            for i in range(700)}
+    container = make_cartridge(files={**DEMO_FILES, **many})
+    with mounted(container, tmp_path / "mnt", "--min-trust", "portable", *backend) as m:
+        served = m.mountpoint / folder
+        listed = run(["find", served, "-mindepth", "1", "-printf", r"%y %m %s %f\n"])
+        names = os.listdir(served)
+        # A stat between parts: after a LOOKUP the kernel asks for the next part as READDIRPLUS.
+        walked = run([sys.executable, "-c", STAT_WHILE_LISTING, served])
+        contents = {f"{folder}/{name}": (served / name).read_bytes() for name in names}
+    assert listed.returncode == 0, listed.stderr
+    expected = {f"f 444 {len(data)} {name.rsplit('/', 1)[1]}"
+                for name, data in {**many, f"{folder}/guide.md": DEMO_FILES[f"{folder}/guide.md"]}
+                .items()}
+    assert len(names) == len(set(names)) == len(expected)
+    assert sorted(listed.stdout.splitlines()) == sorted(expected)
+    assert walked.returncode == 0, walked.stderr
+    assert sorted(walked.stdout.splitlines()) == sorted(expected)
+    assert contents == {name: data for name, data in {**DEMO_FILES, **many}.items()
+                        if name.startswith(folder + "/")}
+
+
 def test_libfuse3_backend_without_mfusepy_is_one_clear_line(hello: Path, tmp_path: Path) -> None:
     shadow = tmp_path / "shadow"
     shadow.mkdir()
