@@ -11,6 +11,7 @@ from __future__ import annotations
 import ctypes.util
 import os
 import shutil
+import stat
 from typing import Any
 
 from acxfs.errors import EnvironmentProblem
@@ -54,13 +55,21 @@ def _load_libfuse3() -> Any:
 
 READDIR_PLUS = 1  # fuse_readdir_flags: the kernel asked for READDIRPLUS
 FILL_DIR_PLUS = 2  # fuse_fill_dir_flags: this entry carries its attributes
+DIRECTORY = stat.S_IFDIR | 0o555  # "." and ".."
 
 
 def _with_readdirplus(mfusepy: Any) -> Any:
-    """mfusepy's FUSE, answering READDIRPLUS with each entry's attributes (mfusepy passes only
-    names and types, so the kernel would still send a LOOKUP for every file it then opens)."""
+    """mfusepy's FUSE, answering a directory's first READDIRPLUS with each entry's attributes
+    (mfusepy passes only names and types, so the kernel would still send a LOOKUP for every
+    file it then opens).  Once a directory was listed to its end with attributes, the kernel
+    holds them for the entry timeout, so later listings carry names and types only: filling
+    a full stat per entry again would make every warm `find` or `ls` pay for it."""
 
     class FUSE(mfusepy.FUSE):  # type: ignore[misc]
+        def __init__(self, *args: Any, **kwargs: Any) -> None:
+            self._listed: set[bytes] = set()  # directories listed to the end with attributes
+            super().__init__(*args, **kwargs)
+
         def readdir_fuse_3(self, path: bytes | None, buf: Any, filler: Any, offset: int,
                            fip: Any, flags: int) -> int:
             listing = getattr(self.operations, "readdir_plus", None)
@@ -69,16 +78,22 @@ def _with_readdirplus(mfusepy: Any) -> Any:
             # libfuse's high-level API passes attributes on only for entries with an offset;
             # entry i has offset i + 1, where the next call resumes when the buffer is full.
             entries = listing(path.decode(self.encoding, self.errors))
+            with_attrs = path not in self._listed
+            kind = mfusepy.c_stat()  # names only: the type bits, as mfusepy itself sends
             for index in range(offset, len(entries)):
                 name, attrs = entries[index]
-                stat = None
-                if attrs is not None:
-                    stat = mfusepy.c_stat()
-                    mfusepy.set_st_attrs(stat, attrs, use_ns=self.use_ns)
-                plus = FILL_DIR_PLUS if stat is not None else 0
-                if filler(buf, name.encode(self.encoding, self.errors), stat, index + 1,
+                if with_attrs and attrs is not None:
+                    given = mfusepy.c_stat()
+                    mfusepy.set_st_attrs(given, attrs, use_ns=self.use_ns)
+                    plus = FILL_DIR_PLUS
+                else:
+                    given, plus = kind, 0
+                    kind.st_mode = attrs["st_mode"] if attrs is not None else DIRECTORY
+                if filler(buf, name.encode(self.encoding, self.errors), given, index + 1,
                           plus) != 0:
-                    break
+                    return 0
+            if with_attrs:
+                self._listed.add(path)
             return 0
 
     return FUSE
