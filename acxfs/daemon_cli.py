@@ -173,7 +173,7 @@ def add_commands(subs: Any, sub: Any, trust_options: Any, policy_options: Any) -
     p.add_argument("--backend", choices=fuse_backend.BACKENDS, default=fuse_backend.DEFAULT_BACKEND,
                    help="FUSE library: libfuse2 through fusepy (default) or libfuse3 through "
                    "mfusepy (optional: pip install 'acxfs[fuse3]', apt-get install libfuse3-3; "
-                   "faster reads of cached large files)")
+                   "faster cold directory listings)")
     p.add_argument("--log-file", metavar="PATH",
                    help="log refusals, tampering, start and stop (default: "
                    "$XDG_STATE_HOME/acxfs/acxfs.log)")

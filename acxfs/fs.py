@@ -111,7 +111,7 @@ class AcxOperations:
         if entry.is_dir:
             subdirs = sum(
                 1 for n in self.tree.list(entry.path)
-                if (e := self.tree.lookup(f"{entry.path}/{n}" if entry.path else n)) and e.is_dir
+                if (e := self.tree.child(entry.path, n)) and e.is_dir
             )
             nlink, size = 2 + subdirs, 0
         else:
@@ -149,10 +149,9 @@ class AcxOperations:
             raise FuseOSError(errno.ENOTDIR)
         listing = self._listings.get(entry.path)
         if listing is None:
-            base, lookup = entry.path, self.tree.lookup
             listing = [(".", None), ("..", None)]
-            for name in self.tree.list(base):
-                child = lookup(f"{base}/{name}" if base else name)
+            for name in self.tree.list(entry.path):
+                child = self.tree.child(entry.path, name)
                 listing.append((name, None if child is None else self._stat(child)))
             self._listings[entry.path] = listing
         return listing

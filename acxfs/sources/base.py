@@ -56,6 +56,10 @@ class Tree:
     def list(self, path: str) -> tuple[str, ...]:
         return self.children.get(path, ())
 
+    def child(self, path: str, name: str) -> Entry | None:
+        """The entry `name` inside directory `path` ('' is the root)."""
+        return self.entries.get(f"{path}/{name}" if path else name)
+
     def files(self, prefix: str = "") -> Iterator[Entry]:
         """Every file at or below `prefix`, in path order."""
         for path in sorted(self.entries):
