@@ -419,7 +419,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         return int(args.handler(args))
     except UntrustedError as exc:
         verdict = exc.verdict
-        assert isinstance(verdict, v.Verdict)
         print(verdict.line, file=sys.stderr)
         from acxfs.daemon_cli import advice
 

@@ -7,6 +7,11 @@ usage).  Every error carries a message fit to print on one line.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from acxfs.verdict import Verdict
+
 
 class AcxfsError(Exception):
     """Root of every error acxfs raises on purpose."""
@@ -47,6 +52,6 @@ class TrustConfigError(EnvironmentProblem):
 class UntrustedError(AcxfsError):
     """A verified container whose verdict is below the required trust (raised by mount)."""
 
-    def __init__(self, verdict: object) -> None:
+    def __init__(self, verdict: Verdict) -> None:
         super().__init__(str(verdict))
         self.verdict = verdict

@@ -10,6 +10,7 @@ EnvironmentProblem naming what to install.
 from __future__ import annotations
 
 import ctypes.util
+import functools
 import os
 import shutil
 import stat
@@ -21,8 +22,10 @@ BACKENDS = ("libfuse2", "libfuse3")
 DEFAULT_BACKEND = "libfuse2"
 
 
+@functools.cache
 def load(backend: str) -> Any:
-    """The `FUSE` class of `backend`, with its library loaded."""
+    """The `FUSE` class of `backend`, with its library loaded (once per process: the mount's
+    pre-flight check and the serving process then use the same class)."""
     if backend == "libfuse3":
         return _load_libfuse3()
     try:

@@ -215,6 +215,7 @@ def test_expectations_cover_exactly_the_nine_fixtures() -> None:
 @pytest.mark.parametrize("name", sorted(EXPECTATIONS["fixtures"]))
 def test_conformance_fixture_reproduces_expectations(run_cli, tmp_path: Path, name: str) -> None:
     from acxfs.loader import check
+    from acxfs.sources.azp import AzpReport
     from acxfs.trust import load_trust
 
     want = EXPECTATIONS["fixtures"][name]
@@ -227,6 +228,7 @@ def test_conformance_fixture_reproduces_expectations(run_cli, tmp_path: Path, na
     signature_valid = result.code in (0, 4) and any(
         line.startswith("keyid: ed25519:") for line in result.out.splitlines())
     report = check(str(AZP / name), load_trust((), [str(p) for p in keys]), deep=True)
+    assert isinstance(report, AzpReport)
     assert report.verdict.line == result.verdict
     assert ok == want["verify"]["ok"], result.out
     assert report.signed == want["verify"]["signed"]
@@ -741,9 +743,9 @@ def test_structurally_broken_package_is_malformed(
         write_azp(pkg, DEMO_PAYLOAD, text.encode())
     elif case == "local header name differs":
         write_azp(pkg, DEMO_PAYLOAD, manifest)
-        raw = pkg.read_bytes()
+        data = pkg.read_bytes()
         # The first occurrence is the local header (entries precede the central directory).
-        pkg.write_bytes(raw.replace(GUIDE.encode(), GUIDE.replace("guide", "gxide").encode(), 1))
+        pkg.write_bytes(data.replace(GUIDE.encode(), GUIDE.replace("guide", "gxide").encode(), 1))
     elif case == "overlapping entries":  # the first entry's data claims the next local header
         write_azp(pkg, DEMO_PAYLOAD, manifest)
         raw = bytearray(pkg.read_bytes())

@@ -6,7 +6,7 @@ import hashlib
 import os
 import tracemalloc
 import zlib
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 import pytest
 
@@ -38,7 +38,7 @@ DATA = b"".join(b"line %06d of a skill reference\n" % i for i in range(5000))
 @pytest.mark.parametrize(
     "encode", [zlib.compress, _raw, lambda d: d], ids=["zlib", "raw", "stored"]
 )
-def test_every_sqlar_encoding_yields_the_signed_bytes(encode) -> None:  # type: ignore[no-untyped-def]
+def test_every_sqlar_encoding_yields_the_signed_bytes(encode: Callable[[bytes], bytes]) -> None:
     stored = encode(DATA)
     blob = verify_content(_entry(DATA, stored), lambda: _chunks(stored))
     assert blob.read(0, blob.size) == DATA

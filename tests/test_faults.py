@@ -23,6 +23,7 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 from types import ModuleType
+from typing import Any, cast
 
 import cartwriter as cw
 import mounting
@@ -225,7 +226,7 @@ def test_sigterm_during_heavy_reads_unmounts_cleanly(tmp_path: Path) -> None:
         assert mounting.processes_mentioning(mounting.canonical(mnt)) == []
     finally:
         mounting.force_cleanup(mnt, pid)
-    totals, mismatches = outcome["result"]  # type: ignore[misc]
+    totals, mismatches = cast(tuple[dict[str, int], list[Any]], outcome["result"])
     assert mismatches == [] and totals["mismatched_bytes"] == 0
     assert totals["read"] > 0
     # after the stop: ENOENT (mountpoint gone) or ENOTCONN, never wrong bytes

@@ -27,7 +27,7 @@ import zlib
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from types import FrameType, ModuleType
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -75,7 +75,7 @@ def bases(tmp_path_factory: pytest.TempPathFactory) -> list[Any]:
     with pytest.MonkeyPatch.context() as patch:  # module scope: isolate the trust store here
         patch.setenv("ACXFS_TRUST_DIR", str(root / "trust"))
         patch.setenv("XDG_STATE_HOME", str(root / "state"))
-        return fuzz.build_bases(root / "bases")
+        return cast(list[Any], fuzz.build_bases(root / "bases"))
 
 
 @pytest.fixture(scope="module")
@@ -84,7 +84,7 @@ def live_bugs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     with pytest.MonkeyPatch.context() as patch:
         patch.setenv("ACXFS_TRUST_DIR", str(root / "trust"))
         patch.setenv("XDG_STATE_HOME", str(root / "state"))
-        return fuzz.live_known_bugs(root)
+        return cast(dict[str, Any], fuzz.live_known_bugs(root))
 
 
 @contextlib.contextmanager
@@ -161,7 +161,7 @@ class Fixed:
     def choice(self, items: Sequence[T]) -> T:
         value = self._next()
         if value in items:
-            return value
+            return cast(T, value)
         return items[value] if isinstance(value, int) and 0 <= value < len(items) else items[0]
 
     def blob(self, lo: int, hi: int) -> bytes:

@@ -17,6 +17,7 @@ import shutil
 import sqlite3
 import subprocess
 from pathlib import Path
+from typing import Any
 
 import cartwriter as cw
 import pytest
@@ -673,7 +674,7 @@ def test_revocation_in_any_registry_wins(
     assert (result.code, result.verdict) == (5, COMPROMISED)
 
 
-INELIGIBLE_ENTRIES = {
+INELIGIBLE_ENTRIES: dict[str, dict[str, Any]] = {
     "status-expired": {"status": "expired"},
     "not-after-passed": {"not_after": "2026-06-01T00:00:00Z"},
     "signed-before-not-before": {"not_before": "2026-02-01T00:00:00Z"},
