@@ -34,6 +34,7 @@ from acxfs.sources.acx_file import (
 from acxfs.sources.base import Entry, Tree, build_tree
 from acxfs.trust import TrustContext, parse_time
 
+EMPTY_OID = "sha256:" + hashlib.sha256(b"").hexdigest()
 STATEMENT_TYPE = "https://in-toto.io/Statement/v1"
 PREDICATE_TYPE = "https://acx.dev/attestation/cartridge/v1"
 
@@ -298,6 +299,10 @@ def _check_exact_rom(rows: CartridgeRows) -> dict[str, ObjectRow]:
             raise _tampered(f"{name} is not covered by the signed manifest.")
         if found[5] != sz:
             raise _tampered(f"{name} has size {sz}, but the signed manifest says {found[5]}.")
+        if not sz and found[0] != EMPTY_OID:
+            # No read ever reaches an empty file (its size says there is nothing to read), so
+            # its digest is checked here, where the answer needs no byte of it.
+            raise _tampered(f"{name} is empty, but its signed sha256 is not that of no bytes.")
     return covering
 
 

@@ -7,6 +7,9 @@ stderr (exit 2 for usage and environment problems) or the verdict line of the sp
 from __future__ import annotations
 
 import argparse
+import contextlib
+import errno
+import io
 import json
 import os
 import shutil
@@ -308,7 +311,7 @@ def cmd_cat(args: argparse.Namespace) -> int:
     try:
         path, entry = _entry_at(source, args.path)
         if entry.is_dir:
-            raise EnvironmentProblem(f"{path}: is a directory")
+            raise EnvironmentProblem(f"{path or '/'}: is a directory")
         from acxfs.content import ContentStore
 
         blob = ContentStore(source.raw_chunks).get(entry)
@@ -324,6 +327,8 @@ def cmd_cat(args: argparse.Namespace) -> int:
 
 
 def cmd_extract(args: argparse.Namespace) -> int:
+    from acxfs.made_dirs import make_dirs, remove_made
+
     dest: Path = args.dest
     if dest.exists() or dest.is_symlink():
         raise EnvironmentProblem(f"{dest} exists; extract writes a new directory")
@@ -337,8 +342,12 @@ def cmd_extract(args: argparse.Namespace) -> int:
                 have = ", ".join(source.tree.list(source.skills_root))
                 raise EnvironmentProblem(
                     f"no skill {args.skill!r} in {args.container} (skills: {have})")
-        dest.parent.mkdir(parents=True, exist_ok=True)
-        staging = Path(tempfile.mkdtemp(prefix=f".{dest.name}.acxfs-", dir=dest.parent))
+        made = make_dirs(dest.parent)
+        try:
+            staging = Path(tempfile.mkdtemp(prefix=f".{dest.name}.acxfs-", dir=dest.parent))
+        except BaseException:
+            remove_made(made)
+            raise
         try:
             from acxfs.content import ContentStore
 
@@ -355,9 +364,11 @@ def cmd_extract(args: argparse.Namespace) -> int:
                 blob.close()
                 os.chmod(target, 0o755 if entry.executable else 0o644)
                 count += 1
+            os.chmod(staging, 0o755)  # mkdtemp made it 0700; the tree inside is 0755/0644
             os.rename(staging, dest)
         except BaseException:
             shutil.rmtree(staging, ignore_errors=True)
+            remove_made(made)
             raise
     finally:
         source.close()
@@ -422,7 +433,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(verdict.line, file=sys.stderr)
         from acxfs.daemon_cli import advice
 
-        for line in advice(verdict, getattr(args, "container", "")):
+        mounting = getattr(args, "handler", None) is not None and \
+            args.handler.__name__ == "cmd_mount"
+        for line in advice(verdict, getattr(args, "container", ""), mounting):
             print(v.printable(line), file=sys.stderr)
         return verdict.exit_code
     except TamperError as exc:
@@ -440,14 +453,48 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 130
     except BrokenPipeError:
         return 0
+    except OSError as exc:  # the system refused a file or the output: say which, no traceback
+        print(v.printable(f"acxfs: error: {describe_os_error(exc)}"), file=sys.stderr)
+        return 2
+
+
+def describe_os_error(exc: OSError) -> str:
+    """One line for an OSError: the path it concerns (if any) and the system's reason."""
+    reason = exc.strerror or str(exc)
+    if exc.filename is None:
+        return f"cannot write the output ({reason})" if exc.errno in (
+            errno.ENOSPC, errno.EBADF, errno.EDQUOT) else reason
+    return f"{os.fsdecode(exc.filename)}: {reason}"
+
+
+class _ClosedOutput(io.RawIOBase):
+    """Stands in for a standard output the caller closed: writing to it fails like a write
+    to a closed descriptor, so the command reports it instead of crashing on None."""
+
+    def writable(self) -> bool:
+        return True
+
+    def write(self, data: object) -> int:
+        raise OSError(errno.EBADF, "standard output is closed")
 
 
 def main_entry() -> None:
+    if sys.stdout is None:
+        sys.stdout = io.TextIOWrapper(io.BufferedWriter(_ClosedOutput()), encoding="utf-8")
     code = main()
     # Exit without freeing a large verified tree object by object: the OS reclaims it at once.
-    try:
-        sys.stdout.flush()
-        sys.stderr.flush()
-    except (OSError, ValueError):
-        code = code or 1
+    for stream in (sys.stdout, sys.stderr):  # None when the descriptor was closed (>&-)
+        try:
+            if stream is not None:
+                stream.flush()
+        except BrokenPipeError:
+            pass
+        except (OSError, ValueError) as exc:
+            if stream is sys.stdout and code == 0 and sys.stderr is not None:
+                detail = describe_os_error(exc) if isinstance(exc, OSError) else str(exc)
+                detail = detail if detail.startswith("cannot write") else \
+                    f"cannot write the output ({detail})"
+                with contextlib.suppress(OSError, ValueError):
+                    print(f"acxfs: error: {detail}", file=sys.stderr, flush=True)
+            code = code or 2
     os._exit(code)

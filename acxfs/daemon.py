@@ -4,7 +4,8 @@
 and FUSE itself, then (background mode) forks a child that serves in the foreground and
 reports through a pipe once the kernel has the mount; the parent returns only then, so every
 failure reaches the terminal with a non-zero exit.  The child unmounts on SIGINT, SIGTERM
-and SIGHUP (libfuse's handlers), removes a mountpoint it created, and logs start and stop.
+and SIGHUP (libfuse's handlers), removes a mountpoint it created (and any parents it had to
+create for it), and logs start and stop.
 """
 
 from __future__ import annotations
@@ -18,16 +19,18 @@ import os
 import select
 import shlex
 import shutil
+import signal
 import subprocess
 import sys
 import time
 from collections.abc import Callable
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from acxfs import fuse_backend
 from acxfs.content import ContentStore
 from acxfs.errors import EnvironmentProblem
+from acxfs.made_dirs import make_dirs, remove_made
 from acxfs.sources.base import Source
 from acxfs.verdict import Verdict
 
@@ -65,6 +68,7 @@ class MountState:
     pid: int
     created_mountpoint: bool
     log_file: str | None
+    created_parents: list[str] = field(default_factory=list)  # made for the mountpoint
 
 
 def _state_path(mountpoint: str) -> Path:
@@ -133,8 +137,11 @@ def is_mounted(mountpoint: str) -> bool:
     return False
 
 
-def prepare_mountpoint(mountpoint: str, backend: str = fuse_backend.DEFAULT_BACKEND) -> bool:
-    """Check (or create) an empty directory to mount on; True when acxfs created it."""
+def prepare_mountpoint(
+    mountpoint: str, backend: str = fuse_backend.DEFAULT_BACKEND
+) -> list[str] | None:
+    """Check (or create) an empty directory to mount on.  None when it existed; otherwise the
+    parents acxfs had to create for it, outermost first (removed again at unmount)."""
     if is_mounted(mountpoint):
         raise EnvironmentProblem(f"{mountpoint} is already a mount point")
     if not os.path.exists("/dev/fuse"):
@@ -153,12 +160,11 @@ def prepare_mountpoint(mountpoint: str, backend: str = fuse_backend.DEFAULT_BACK
                 raise EnvironmentProblem(f"{mountpoint} is not empty")
         except PermissionError as exc:
             raise EnvironmentProblem(f"{mountpoint}: permission denied") from exc
-        return False
+        return None
     try:
-        os.makedirs(mountpoint)
+        return make_dirs(mountpoint)[:-1]
     except OSError as exc:
         raise EnvironmentProblem(f"cannot create {mountpoint}: {exc.strerror}") from exc
-    return True
 
 
 def _fsname(container: str) -> str:
@@ -205,19 +211,20 @@ def serve(
 
 def mount(
     source: Source, store: ContentStore, verdict: Verdict, container: str, mountpoint: str,
-    root: str, view: str, foreground: bool, log_file: Path | None, created: bool,
+    root: str, view: str, foreground: bool, log_file: Path | None, created: list[str] | None,
     announce: Callable[[str], None], backend: str = fuse_backend.DEFAULT_BACKEND,
 ) -> int:
-    """Mount and return once live (background) or once unmounted (foreground)."""
+    """Mount and return once live (background) or once unmounted (foreground).  `created`:
+    what `prepare_mountpoint` made (None: the mountpoint existed)."""
     mountpoint = canonical(mountpoint)
     state = MountState(mountpoint, os.path.abspath(container), view,
-                       verdict.line, os.getpid(), created, str(log_file) if log_file else None)
+                       verdict.line, os.getpid(), created is not None,
+                       str(log_file) if log_file else None, created or [])
 
     def cleanup() -> None:
         clear_state(mountpoint)
-        if created:
-            with contextlib.suppress(OSError):
-                os.rmdir(mountpoint)
+        if created is not None:
+            remove_made([*created, mountpoint])
         log_line(log_file, f"stop: {mountpoint}")
 
     if foreground:
@@ -291,11 +298,56 @@ def _mount_background(
         announce(f"mounted {container} on {mountpoint} ({view}); pid {pid}; "
                  f"unmount with: acxfs umount {shlex.quote(mountpoint)}")
         return 0
-    with contextlib.suppress(ChildProcessError):
-        os.waitpid(pid, 0)
+    _stop_failed_daemon(pid, mountpoint)
     detail = errors.strip().splitlines()[-1] if errors.strip() else message.removeprefix("error: ")
     log_line(log_file, f"refused: mount of {container} on {mountpoint} failed: {detail}")
     raise EnvironmentProblem(f"mount failed on {mountpoint}: {detail or 'the daemon exited'}")
+
+
+def _stop_failed_daemon(pid: int, mountpoint: str, grace: float = 5.0) -> None:
+    """After a failed start: the daemon is gone and nothing is left mounted when this returns.
+
+    The daemon was asked to stop (or stopped itself); one that does not exit within `grace`
+    seconds is killed, so the mount command never waits forever."""
+    deadline = time.monotonic() + grace
+    try:
+        while os.waitpid(pid, os.WNOHANG)[0] == 0:
+            if time.monotonic() > deadline:
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(pid, signal.SIGKILL)
+                os.waitpid(pid, 0)
+                break
+            time.sleep(0.02)
+    except ChildProcessError:
+        pass
+    if is_mounted(mountpoint):
+        tool = shutil.which("fusermount") or shutil.which("fusermount3")
+        commands = [[tool, "-uz", mountpoint]] if tool else []
+        if os.geteuid() == 0:
+            commands.append(["umount", "-l", mountpoint])
+        for command in commands:
+            done = subprocess.run(command, capture_output=True, check=False)
+            if done.returncode == 0 and not is_mounted(mountpoint):
+                break
+
+
+def check_side_files(mountpoint: str, inputs: list[str], log_file: Path | None) -> None:
+    """Refuse a log file or state directory the mount would have to write into itself (the
+    daemon's first write would wait on its own mount forever), and a log file that is one of
+    the files the command reads."""
+    inside = canonical(mountpoint)
+    for what, path in (("--log-file", log_file), ("the state directory", state_dir())):
+        if path is None:
+            continue
+        real = os.path.realpath(path)
+        if real == inside or real.startswith(inside.rstrip("/") + "/"):
+            raise EnvironmentProblem(f"{what} {path} is inside the mountpoint {mountpoint}: "
+                                     "the daemon cannot write into its own mount")
+    if log_file is not None:
+        for item in inputs:
+            if os.path.realpath(item) == os.path.realpath(log_file):
+                raise EnvironmentProblem(f"--log-file {log_file} is an input of this command "
+                                         f"({item}); acxfs never writes to what it reads")
 
 
 def _wait_ready(status_r: int, err_r: int, pid: int) -> tuple[str, str]:
@@ -355,8 +407,7 @@ def umount(mountpoint: str, timeout: float = 15.0) -> str:
         while _alive(state.pid) and time.monotonic() < deadline:
             time.sleep(0.02)
         if state.created_mountpoint:
-            with contextlib.suppress(OSError):
-                os.rmdir(mountpoint)
+            remove_made([*state.created_parents, mountpoint])
         clear_state(mountpoint)
     return f"unmounted {mountpoint}"
 

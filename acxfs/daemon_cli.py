@@ -7,7 +7,6 @@ skill directory (`--skill`, or the mountpoint's name), or the skills directory (
 from __future__ import annotations
 
 import argparse
-import contextlib
 import os
 import sys
 from collections.abc import Callable
@@ -21,8 +20,10 @@ from acxfs.errors import EnvironmentProblem
 _RETAINED: list[object] = []
 
 
-def advice(verdict: v.Verdict, container: str) -> list[str]:
-    """How to proceed after a refusal, for the user to read."""
+def advice(verdict: v.Verdict, container: str, mounting: bool = True) -> list[str]:
+    """How to proceed after a refusal, for the user to read (`mounting`: said to `mount`;
+    otherwise to a command that reads the container without mounting it)."""
+    verb = "mount" if mounting else "read"
     if verdict.trust == "portable" and not verdict.unverified:
         lines = ["acxfs: refused: the signature is valid but its signer is not trusted here"]
         if verdict.keyid:
@@ -30,14 +31,14 @@ def advice(verdict: v.Verdict, container: str) -> list[str]:
         if verdict.publisher:
             lines.append(f"  publisher: {verdict.publisher}")
         lines.append(f"  to trust this signer: acxfs trust add {container}")
-        lines.append("  to mount it once without trusting it: add --min-trust portable")
+        lines.append(f"  to {verb} it once without trusting it: add --min-trust portable")
         return lines
     if verdict.trust == "legacy" or verdict.unverified:
         return ["acxfs: refused: no trusted signature; "
-                "--min-trust legacy mounts it and still checks each file against its recorded "
+                f"--min-trust legacy {verb}s it and still checks each file against its recorded "
                 "digest (this catches corruption, not tampering)"]
     if verdict.is_integrity_failure:
-        return ["acxfs: refused: this container will not be mounted"]
+        return [f"acxfs: refused: this container will not be {'mounted' if mounting else 'read'}"]
     return []
 
 
@@ -84,6 +85,8 @@ def cmd_mount(args: argparse.Namespace) -> int:
 
     from acxfs.errors import UntrustedError
 
+    daemon.check_side_files(args.mountpoint, [container, *args.registry, *args.trust_key],
+                            log_file)
     try:
         source, verdict = open_source(container, _trust(args), args.min_trust,
                                       with_save=args.with_save)
@@ -121,9 +124,10 @@ def cmd_mount(args: argparse.Namespace) -> int:
         _RETAINED.append(source)
         return code
     except BaseException:
-        if created:
-            with contextlib.suppress(OSError):
-                os.rmdir(args.mountpoint)
+        if created is not None:
+            from acxfs.made_dirs import remove_made
+
+            remove_made([*created, os.path.abspath(args.mountpoint)])
         raise
 
 

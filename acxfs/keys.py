@@ -16,6 +16,7 @@ import nacl.exceptions
 import nacl.signing
 
 from acxfs.errors import TrustConfigError
+from acxfs.inputs import open_input
 
 SPKI_PREFIX = bytes.fromhex("302a300506032b6570032100")
 PKCS8_PREFIX = bytes.fromhex("302e020100300506032b657004220420")
@@ -109,8 +110,8 @@ def private_key_from_pem(text: str) -> PrivateKey:
 def load_public_key_file(path: str) -> PublicKey:
     """Read a trust key file: an SPKI PEM, or SPKI DER in base64."""
     try:
-        with open(path, encoding="utf-8") as handle:
-            text = handle.read(64 * 1024)
+        with open_input(path) as handle:
+            text = handle.read(64 * 1024).decode("utf-8")
     except OSError as exc:
         raise TrustConfigError(f"cannot read key file {path}: {exc.strerror}") from exc
     except UnicodeDecodeError as exc:

@@ -24,10 +24,11 @@ from typing import Literal
 from acxfs.cartridge import manifest_hash
 from acxfs.dsse import IN_TOTO_PAYLOAD_TYPE, sign_envelope
 from acxfs.errors import EnvironmentProblem, InputError
+from acxfs.inputs import open_input
 from acxfs.jcs import canonical_bytes
 from acxfs.keys import KeyFormatError, PrivateKey, private_key_from_pem
 from acxfs.skills import IndexRow, SkillError, index_row, is_resource
-from acxfs.sources.acx_file import APPLICATION_ID, SEGMENT_RE, ObjectRow
+from acxfs.sources.acx_file import APPLICATION_ID, SEGMENT_RE, SQLITE_MAGIC, ObjectRow
 from acxfs.trust import LOCAL_PRIVATE, LOCAL_PUBLIC, trust_dir, valid_publisher
 
 Deflate = Literal["zlib", "raw", "none"]
@@ -100,15 +101,18 @@ def load_signing_key(path: Path | None) -> PrivateKey:
     """The key from `path`, or the default key pair's private key."""
     key_path = path if path is not None else trust_dir() / LOCAL_PRIVATE
     try:
-        text = key_path.read_text(encoding="ascii")
+        with open_input(key_path) as handle:
+            text = handle.read(64 * 1024).decode("ascii")
     except FileNotFoundError as exc:
         if path is None:
             raise EnvironmentProblem(
                 "no signing key: run 'acxfs keygen' or pass --key KEY.pem"
             ) from exc
         raise EnvironmentProblem(f"{key_path}: no such key file") from exc
-    except (OSError, UnicodeDecodeError) as exc:
-        raise EnvironmentProblem(f"cannot read key file {key_path}") from exc
+    except OSError as exc:
+        raise EnvironmentProblem(f"cannot read key file {key_path} ({exc.strerror})") from exc
+    except UnicodeDecodeError as exc:
+        raise EnvironmentProblem(f"key file {key_path} is not a PEM text file") from exc
     try:
         return private_key_from_pem(text)
     except KeyFormatError as exc:
@@ -183,6 +187,25 @@ def _oid(data: bytes) -> str:
 # --- the cartridge ------------------------------------------------------------------------
 
 
+def check_output(output: Path, skill_dirs: Sequence[Path]) -> None:
+    """Refuse an output that would land in a skill being packed or replace a file that is not
+    a cartridge (a signing key, a note, anything else the user did not mean to lose)."""
+    target = output.resolve()
+    for skill_dir in skill_dirs:
+        if target.is_relative_to(skill_dir.resolve()):
+            raise PackError(f"{output} is inside the skill directory {skill_dir}; write the "
+                            "cartridge elsewhere")
+    if not target.exists() or target.is_dir():
+        return  # a directory is refused where the output is written
+    try:
+        with open_input(target) as handle:
+            head = handle.read(len(SQLITE_MAGIC))
+    except OSError as exc:
+        raise EnvironmentProblem(f"{output}: {exc.strerror}; refusing to replace it") from exc
+    if head != SQLITE_MAGIC:
+        raise EnvironmentProblem(f"{output} exists and is not a cartridge; refusing to replace it")
+
+
 def pack(
     skill_dirs: Sequence[Path],
     output: Path,
@@ -199,6 +222,7 @@ def pack(
         raise PackError(f"publisher {publisher!r} is not a reverse-DNS name like io.github.owner")
     if not skill_dirs:
         raise PackError("no skill directory given")
+    check_output(output, skill_dirs)
     files: list[SourceFile] = []
     for skill_dir in skill_dirs:
         files.extend(collect_skill(skill_dir))
@@ -284,8 +308,11 @@ def _write(
     output = output.resolve()
     if output.is_dir():
         raise EnvironmentProblem(f"{output}: is a directory")
-    output.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp_name = tempfile.mkstemp(prefix=".acxfs-pack-", suffix=".acx", dir=output.parent)
+    try:
+        output.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp_name = tempfile.mkstemp(prefix=".acxfs-pack-", suffix=".acx", dir=output.parent)
+    except OSError as exc:
+        raise EnvironmentProblem(f"cannot write {output} ({exc.strerror})") from exc
     os.close(fd)
     try:
         conn = sqlite3.connect(tmp_name, isolation_level=None)

@@ -20,6 +20,7 @@ from pathlib import Path
 
 from acxfs import verdict as v
 from acxfs.errors import TrustConfigError
+from acxfs.inputs import open_input
 from acxfs.keys import KeyFormatError, PublicKey, load_public_key_file, public_key_from_pem
 from acxfs.limits import DEFAULT_LIMITS, Limits
 
@@ -176,7 +177,7 @@ def parse_registry(text: str, source: str, limits: Limits = DEFAULT_LIMITS) -> l
 
 def load_registry_file(path: str | Path, limits: Limits = DEFAULT_LIMITS) -> list[RegistryKey]:
     try:
-        with open(path, "rb") as handle:
+        with open_input(path) as handle:
             data = handle.read(limits.max_registry_bytes + 1)
     except OSError as exc:
         raise TrustConfigError(f"cannot read trust registry {path}: {exc.strerror}") from exc

@@ -9,13 +9,14 @@ from __future__ import annotations
 from pathlib import Path
 
 from acxfs.errors import EnvironmentProblem
+from acxfs.inputs import open_input
 from acxfs.keys import PublicKey, load_public_key_file
 from acxfs.loader import check, detect_format
 from acxfs.trust import TrustContext, add_pin, valid_publisher
 
 
 def _container_key(path: str) -> tuple[PublicKey, str | None]:
-    with open(path, "rb") as handle:
+    with open_input(path) as handle:
         head = handle.read(16)
     if not (head.startswith(b"SQLite format 3") or head.startswith(b"PK")):
         raise EnvironmentProblem(f"{path}: neither a container nor a public key file")
@@ -57,10 +58,12 @@ def pin_from(source: str, publisher: str | None) -> tuple[str, str | None, Path]
     """Pin the key of `source`; returns (keyid, publisher, pin file)."""
     if publisher is not None and not valid_publisher(publisher):
         raise EnvironmentProblem(f"publisher {publisher!r} is not a reverse-DNS name")
-    if not Path(source).is_file():
+    if Path(source).is_dir():
+        raise EnvironmentProblem(f"{source}: is a directory")
+    if not Path(source).exists():
         raise EnvironmentProblem(f"{source}: no such file")
     try:
-        with open(source, "rb") as handle:
+        with open_input(source) as handle:
             head = handle.read(16)
     except OSError as exc:
         raise EnvironmentProblem(f"{source}: cannot read ({exc.strerror})") from exc

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -56,3 +57,57 @@ def test_console_script_runs_without_traceback(tmp_path) -> None:
     done = subprocess.run([sys.executable, "-m", "acxfs", "verify", str(tmp_path / "x")],
                           capture_output=True, text=True, timeout=60)
     assert done.returncode == 2 and "Traceback" not in done.stderr
+
+
+def _one_error_line(done: subprocess.CompletedProcess[str]) -> str:
+    assert "Traceback" not in done.stderr, done.stderr
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1, lines
+    assert lines[0].startswith("acxfs: error: "), lines
+    return lines[0]
+
+
+def _acxfs(*argv: object, stdout: int | None = subprocess.PIPE,
+           timeout: float = 60) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "acxfs", *map(str, argv)], stdout=stdout,
+                          stderr=subprocess.PIPE, text=True, timeout=timeout, check=False)
+
+
+def test_files_the_system_refuses_are_one_line_without_traceback(tmp_path) -> None:
+    (tmp_path / "afile").write_text("x\n")
+    (tmp_path / "adir").mkdir()
+    cases = [
+        (["keygen", "/proc/acxfs-test/k.pem"], "/proc/acxfs-test"),
+        (["keygen", tmp_path / "afile" / "k.pem"], "afile"),
+        (["keygen", tmp_path / "adir", "--force"], "adir"),
+    ]
+    for argv, named in cases:
+        done = _acxfs(*argv)
+        assert done.returncode == 2, (argv, done.stderr)
+        assert named in _one_error_line(done)
+
+
+def test_output_that_cannot_be_written_is_one_line(make_cartridge, trusted_registry) -> None:
+    cart = make_cartridge()
+    with open("/dev/full", "w") as full:
+        done = _acxfs("verify", cart, "--registry", trusted_registry, stdout=full.fileno())
+    assert done.returncode == 2
+    assert "No space left on device" in _one_error_line(done)
+    closed = subprocess.run(
+        f"{sys.executable} -m acxfs verify --json {cart} --registry {trusted_registry} >&-",
+        shell=True, capture_output=True, text=True, timeout=60, check=False)
+    assert closed.returncode == 2
+    assert "standard output is closed" in _one_error_line(closed)
+
+
+def test_fifo_inputs_are_refused_without_waiting_for_a_writer(make_cartridge, tmp_path) -> None:
+    cart = make_cartridge()
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    for argv in (["verify", fifo], ["verify", cart, "--registry", fifo],
+                 ["verify", cart, "--trust-key", fifo], ["trust", "add", fifo],
+                 ["pack", tmp_path, "-o", tmp_path / "x.acx", "--publisher", "io.github.me",
+                  "--key", fifo]):
+        done = _acxfs(*argv, timeout=30)  # a blocking open would hang until the timeout
+        assert done.returncode == 2, (argv, done.stderr)
+        assert "not a regular file" in _one_error_line(done), argv

@@ -25,6 +25,7 @@ import stat
 import subprocess
 import sys
 import tempfile
+import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -423,6 +424,40 @@ def test_portable_cartridge_mounts_with_min_trust_portable(
     assert trust == "portable"
 
 
+@pytest.mark.parametrize("where", ["inside-the-mountpoint", "the-container"])
+def test_log_file_the_mount_would_write_into_is_refused(
+    where: str, hello: Path, tmp_path: Path
+) -> None:
+    # Inside the mountpoint, the daemon's first log line would wait on its own mount forever;
+    # the container itself is an input, which acxfs never writes.
+    mountpoint = tmp_path / "mnt"
+    log = mountpoint / "acxfs.log" if where == "inside-the-mountpoint" else hello
+    before = hashlib.sha256(hello.read_bytes()).hexdigest()
+    done = attempt_mount(hello, mountpoint, "--log-file", log, timeout=30)
+    assert done.returncode == 2
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("acxfs: error: --log-file"), lines
+    assert_nothing_left(mountpoint, hello)
+    assert not mountpoint.exists()
+    assert hashlib.sha256(hello.read_bytes()).hexdigest() == before
+
+
+def test_a_daemon_that_ignores_sigterm_is_killed_after_a_failed_start(tmp_path: Path) -> None:
+    from acxfs.daemon import _stop_failed_daemon
+
+    child = os.fork()
+    if child == 0:  # a stand-in for a daemon stuck before it became ready
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        time.sleep(60)
+        os._exit(0)
+    os.kill(child, signal.SIGTERM)
+    started = time.monotonic()
+    _stop_failed_daemon(child, str(tmp_path / "never-mounted"), grace=0.5)
+    assert time.monotonic() - started < 10
+    with pytest.raises(ChildProcessError):  # reaped: no zombie left behind
+        os.waitpid(child, os.WNOHANG)
+
+
 def test_injected_rom_row_is_refused(make_cartridge: Callable[..., Path], tmp_path: Path) -> None:
     container = make_cartridge()
     evil = b"---\nname: evil\ndescription: injected after signing\n---\n"
@@ -750,9 +785,15 @@ def test_second_mount_on_same_mountpoint_fails_clearly(hello: Path, tmp_path: Pa
 
 def test_missing_mountpoint_is_created_and_removed_at_unmount(hello: Path, tmp_path: Path) -> None:
     mountpoint = tmp_path / "a" / "b" / "mnt"
+    (tmp_path / "kept").mkdir()
     with mounted(hello, mountpoint) as m:
         assert m.mountpoint.is_dir()
-    assert not mountpoint.exists()
+    assert not (tmp_path / "a").exists()  # the parents it made for the mountpoint too
+    inside = tmp_path / "kept" / "x" / "mnt"
+    with mounted(hello, inside):
+        (tmp_path / "kept" / "x" / "mine.txt").write_text("added while mounted\n")
+    assert not inside.exists()
+    assert (tmp_path / "kept" / "x" / "mine.txt").exists()  # a parent someone filled stays
 
 
 @pytest.mark.parametrize("problem", ["not-empty", "a-file"])

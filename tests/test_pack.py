@@ -143,6 +143,25 @@ def test_pack_without_a_key_says_how_to_make_one(run_cli, tmp_path) -> None:
     assert result.code == 2 and "acxfs keygen" in result.err
 
 
+def test_pack_never_replaces_its_signing_key_or_a_file_it_packs(run_cli, tmp_path) -> None:
+    key = tmp_path / "k.pem"
+    assert run_cli("keygen", key).code == 0
+    skill = _skill(tmp_path, "keep-skill", extra={"references/notes.md": b"mine\n"})
+    key_text = key.read_text()
+    for output, complaint in ((key, "is not a cartridge"),
+                              (skill / "references" / "notes.md", "inside the skill directory"),
+                              (skill / "new.acx", "inside the skill directory")):
+        result = run_cli("pack", skill, "-o", output, "--publisher", PUB, "--key", key)
+        assert result.code in (1, 2) and complaint in result.err, result.err
+        assert result.err.count("\n") == 1
+    assert key.read_text() == key_text
+    assert (skill / "references" / "notes.md").read_bytes() == b"mine\n"
+    assert not (skill / "new.acx").exists()
+    out = tmp_path / "x.acx"  # a cartridge is replaced by a new one, as before
+    assert run_cli("pack", skill, "-o", out, "--publisher", PUB, "--key", key).code == 0
+    assert run_cli("pack", skill, "-o", out, "--publisher", PUB, "--key", key).code == 0
+
+
 def test_keygen_writes_a_private_key_only_its_owner_reads(run_cli, tmp_path) -> None:
     assert run_cli("keygen", tmp_path / "k.pem").code == 0
     assert (tmp_path / "k.pem").stat().st_mode & 0o777 == 0o600

@@ -129,6 +129,24 @@ def test_extract_refuses_an_existing_destination(run_cli, make_cartridge, truste
     assert result.code == 2 and "exists" in result.err
 
 
+def test_extract_makes_a_tree_others_can_read(run_cli, make_cartridge, trusted_registry,
+                                              tmp_path) -> None:
+    dest = tmp_path / "out"
+    assert run_cli("extract", make_cartridge(), dest, "--registry", trusted_registry).code == 0
+    modes = {p.stat().st_mode & 0o777 for p in [dest, *dest.rglob("*")] if p.is_dir()}
+    assert modes == {0o755}  # the top directory too, not mkdtemp's 0700
+
+
+def test_failed_extract_removes_the_parents_it_created(run_cli, make_cartridge,
+                                                       trusted_registry, tmp_path) -> None:
+    cart = make_cartridge()
+    _edit_stale(cart)
+    result = run_cli("extract", cart, tmp_path / "new" / "deeper" / "out",
+                     "--registry", trusted_registry)
+    assert result.code == 5 and TARGET in result.err
+    assert not (tmp_path / "new").exists()
+
+
 def test_ls_lists_without_reading_content(run_cli, make_cartridge, trusted_registry) -> None:
     cart = make_cartridge()
     conn = sqlite3.connect(cart)

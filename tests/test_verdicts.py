@@ -542,6 +542,24 @@ def test_sqlar_size_differing_from_signed_size_is_tampered(
     assert NOTES in result.verdict
 
 
+def test_empty_file_signed_with_the_digest_of_other_bytes_is_tampered(
+    run_cli, make_cartridge, trusted_registry, signer
+) -> None:
+    # No read ever reaches an empty file, so a mount could not catch this at read time:
+    # the shallow check must, and cat, verify and verify --deep must agree.
+    empty = "rom/skills/demo-skill/references/empty.md"
+    cart = make_cartridge(files={**DEMO_FILES, empty: b""})
+    edit(cart, "UPDATE objects SET oid = ? WHERE source_ref = ?", (cw.oid_of(b"hidden"), empty))
+    cw.resign(cart, signer)
+    for argv in (["verify", cart], ["verify", "--deep", cart], ["cat", cart, empty]):
+        result = run_cli(*argv, "--registry", trusted_registry)
+        assert result.code == 5, argv
+        assert (result.verdict or result.err).startswith(TAMPERED_PREFIX), argv
+        assert empty in (result.verdict or result.err), argv
+    intact = make_cartridge("intact.acx", files={**DEMO_FILES, empty: b""})
+    assert run_cli("verify", intact, "--registry", trusted_registry).code == 0
+
+
 SIGNED_ROW_EDITS = {
     "cartridge-meta": "UPDATE cartridge SET value = 'Evil' WHERE key = 'acx.description'",
     "capability": """UPDATE capabilities SET json = '{"id":"cap-demo","evil":true}'""",

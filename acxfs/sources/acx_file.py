@@ -27,6 +27,7 @@ from acxfs.errors import (
     LimitError,
     MalformedError,
 )
+from acxfs.inputs import open_input
 from acxfs.jcs import canonical_bytes
 from acxfs.limits import DEFAULT_LIMITS, Limits
 
@@ -149,7 +150,7 @@ def connect_readonly(path: str) -> sqlite3.Connection:
 def read_head(path: str, size: int) -> bytes:
     """The first `size` bytes of a container; EnvironmentProblem if it cannot be read at all."""
     try:
-        with open(path, "rb") as handle:
+        with open_input(path) as handle:
             return handle.read(size)
     except FileNotFoundError as exc:
         raise EnvironmentProblem(f"{path}: no such file") from exc

@@ -16,6 +16,7 @@ from __future__ import annotations
 import calendar
 import datetime as dt
 import functools
+import hashlib
 import json
 import os
 import re
@@ -29,6 +30,7 @@ from typing import BinaryIO
 from acxfs import verdict as v
 from acxfs.content import verify_content
 from acxfs.errors import EnvironmentProblem, TamperError, UntrustedError
+from acxfs.inputs import open_input
 from acxfs.keys import KeyFormatError, PublicKey, b64decode_any, public_key_from_spki_der
 from acxfs.limits import DEFAULT_LIMITS, Limits
 from acxfs.loader import Report
@@ -48,6 +50,7 @@ NOT_TRUSTED = "Signature valid but no key of its signer chain is trusted here."
 SKILL_ONLY = 'acxfs mounts only kind "skill" packages'
 
 _DIGEST_RE = re.compile(r"sha256-([0-9a-f]{64})")
+EMPTY_DIGEST = hashlib.sha256(b"").digest()
 _COMPAT_RE = re.compile(r"\s*(>=|<=|>|<|=)?\s*([0-9]+)(?:\.([0-9]+))?(?:\.([0-9]+))?\s*")
 _SAFE_ID_RE = re.compile(r"[^\s/\\\ufeff]+")
 _LOCAL_HEADER = struct.Struct("<4sHHHHHLLLHH")
@@ -367,6 +370,10 @@ def check_listing(manifest: dict[str, object], members: dict[str, Member]) -> di
         if path not in members:
             raise _tampered(f"missing payload: {path!r} is listed but not in the package")
         digests[path] = bytes.fromhex(match.group(1))
+        if not members[path].size and digests[path] != EMPTY_DIGEST:
+            # The size is the unsigned central directory's, and no read ever reaches an empty
+            # file: an entry shrunk to 0 would otherwise show as an intact empty file.
+            raise _tampered(f"Digest mismatch: {path!r} differs from its manifest digest")
     for name in members:
         if name not in RESERVED and name not in digests:
             raise _tampered(f"unlisted payload: {name!r} has no digest in manifest.files")
@@ -650,7 +657,7 @@ def _check_handle(
 
 def _open(path: str) -> BinaryIO:
     try:
-        return open(path, "rb")  # the handle outlives this function
+        return open_input(path)  # the handle outlives this function
     except OSError as exc:
         raise EnvironmentProblem(f"{path}: cannot read ({exc.strerror})") from exc
 
