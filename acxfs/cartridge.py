@@ -249,9 +249,9 @@ def _check_rows(
     except EnvelopeFormatError as exc:
         raise _tampered(f"Signed statement is not an ACX cartridge attestation ({exc}).") from exc
 
-    for obj in rows.objects:
-        live = rows.live_oids.get(obj.source_ref)
-        if obj.zone == "rom" and obj.kind != "sqlar" and live != obj.oid:
+    live_oid = rows.live_oids.get
+    for obj in rows.objects:  # files' oids are checked when read; the other kinds here, live
+        if obj[1] != "sqlar" and obj[4] == "rom" and live_oid(obj[2]) != obj[0]:
             raise _tampered(v.CONTENT_DIVERGES)
     computed = manifest_hash(rows.objects)
     if statement.subject_digest != computed.removeprefix("sha256:"):
