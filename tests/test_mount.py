@@ -401,6 +401,25 @@ def test_legacy_cartridge_mounts_with_min_trust_legacy_and_still_checks_digests(
     assert trust == "legacy"
 
 
+def test_empty_file_with_a_wrong_recorded_digest_is_eio_not_empty(
+    make_cartridge: Callable[..., Path], tmp_path: Path, backend: list[str]
+) -> None:
+    # No read ever reaches an empty file; the mount must still not show it as intact.
+    empty = "rom/skills/demo-skill/references/empty.md"
+    container = make_cartridge("legacy.acx", signer=None, files={**DEMO_FILES, empty: b""})
+    with sqlite3.connect(container) as conn:
+        conn.execute("UPDATE objects SET oid=? WHERE source_ref=?", (cw.oid_of(b"gone"), empty))
+    with mounted(container, tmp_path / "mnt", "--min-trust", "legacy", *backend) as m:
+        listed = sorted(os.listdir(m.mountpoint / "rom/skills/demo-skill/references"))
+        done = subprocess.run(["cat", str(m.mountpoint / empty)], capture_output=True)
+        notes = (m.mountpoint / "rom" / "knowledge" / "NOTES.md").read_bytes()
+        stats = json.loads(read_xattr(m.mountpoint, "user.acx.stats"))
+    assert "empty.md" in listed
+    assert done.returncode != 0 and b"Input/output error" in done.stderr and done.stdout == b""
+    assert notes == DEMO_FILES["rom/knowledge/NOTES.md"]
+    assert stats["tamper_events"] == 1
+
+
 def test_portable_cartridge_is_refused_by_default(
     make_cartridge: Callable[..., Path], signer: cw.Signer, tmp_path: Path
 ) -> None:
