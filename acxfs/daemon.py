@@ -299,6 +299,7 @@ def _mount_background(
                  f"unmount with: acxfs umount {shlex.quote(mountpoint)}")
         return 0
     _stop_failed_daemon(pid, mountpoint)
+    clear_state(mountpoint)  # a daemon killed before its own clean-up may have left it
     detail = errors.strip().splitlines()[-1] if errors.strip() else message.removeprefix("error: ")
     log_line(log_file, f"refused: mount of {container} on {mountpoint} failed: {detail}")
     raise EnvironmentProblem(f"mount failed on {mountpoint}: {detail or 'the daemon exited'}")
