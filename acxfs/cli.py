@@ -372,7 +372,7 @@ def cmd_extract(args: argparse.Namespace) -> int:
             raise
     finally:
         source.close()
-    print(f"extracted {count} verified files to {dest}")
+    print(f"extracted {count} verified file{'' if count == 1 else 's'} to {dest}")
     return 0
 
 

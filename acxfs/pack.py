@@ -268,6 +268,7 @@ def pack(
         "acx.description": "; ".join(row.description for row in index)[:1024],
         "acx.embedding_engine": EMBEDDING_ENGINE,
         "acx.tags": json.dumps(skills, separators=(",", ":")),
+        "acx.vec0_format": "1",
     }
     objects = [ObjectRow(_oid(f.data), "sqlar", f.name, "raw", "rom", len(f.data)) for f in files]
     for meta_key, value in meta.items():
@@ -293,8 +294,7 @@ def pack(
         },
     }
     envelope = sign_envelope(IN_TOTO_PAYLOAD_TYPE, canonical_bytes(statement), key)
-    meta["acx.rom_manifest_hash"] = rom_hash
-    meta["acx.vec0_format"] = "1"
+    meta["acx.rom_manifest_hash"] = rom_hash  # the one key no object can bind (spec section 2)
     _write(output, files, objects, meta, index, envelope, rom_hash, key, signed_at,
            int(moment.timestamp()), deflate, sqlar_dirs)
     return rom_hash

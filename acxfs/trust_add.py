@@ -12,7 +12,7 @@ from acxfs.errors import EnvironmentProblem
 from acxfs.inputs import open_input
 from acxfs.keys import PublicKey, load_public_key_file
 from acxfs.loader import check, detect_format
-from acxfs.trust import TrustContext, add_pin, valid_publisher
+from acxfs.trust import TrustContext, add_pin, list_pins, valid_publisher
 
 
 def _container_key(path: str) -> tuple[PublicKey, str | None]:
@@ -75,5 +75,12 @@ def pin_from(source: str, publisher: str | None) -> tuple[str, str | None, Path]
         key = load_public_key_file(source)
         chosen = publisher
         note = f"pinned from key file {Path(source).name}"
+    if chosen is None:
+        earlier = next((p for p in list_pins() if p.keyid == key.keyid), None)
+        if earlier is not None and earlier.publisher is not None:
+            raise EnvironmentProblem(
+                f"{key.keyid} is pinned for publisher {earlier.publisher} only; pinning it again "
+                "without --publisher would trust it for any publisher. Pass --publisher, or "
+                f"run 'acxfs trust remove {key.keyid}' first")
     path = add_pin(key, chosen, note)
     return key.keyid, chosen, path

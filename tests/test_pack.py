@@ -38,6 +38,19 @@ def test_pack_output_verifies_as_local_with_the_default_key(run_cli, tmp_path, d
     assert "warning" not in result.out
 
 
+def test_pack_binds_every_cartridge_key_but_the_manifest_hash(run_cli, tmp_path) -> None:
+    # Spec section 2: a writer binds every key it writes, except acx.rom_manifest_hash.
+    assert run_cli("keygen").code == 0
+    out = tmp_path / "hello.acx"
+    assert run_cli("pack", EXAMPLE, "-o", out, "--publisher", PUB).code == 0
+    with sqlite3.connect(out) as conn:
+        keys = {k for (k,) in conn.execute("SELECT key FROM cartridge")}
+        bound = {ref.removeprefix("cartridge:") for (ref,) in conn.execute(
+            "SELECT source_ref FROM objects WHERE kind = 'cartridge' AND zone = 'rom'")}
+    assert "acx.vec0_format" in keys
+    assert keys - bound == {"acx.rom_manifest_hash"}
+
+
 @pytest.mark.parametrize("deflate", ["zlib", "raw"])
 def test_pack_output_is_trusted_with_a_registry_naming_its_key(
         run_cli, tmp_path, make_registry, deflate) -> None:

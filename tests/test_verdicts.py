@@ -350,6 +350,20 @@ def test_pinned_key_for_another_publisher_is_not_trusted(
     assert result.verdict.startswith("warning / portable - ")
 
 
+def test_pinning_a_key_again_never_widens_it_to_any_publisher_quietly(
+    run_cli, make_cartridge, signer, tmp_path
+) -> None:
+    pem = tmp_path / "publisher.pub.pem"
+    pem.write_text(signer.public_pem)
+    assert run_cli("trust", "add", pem, "--publisher", "io.github.someone-else").code == 0
+    again = run_cli("trust", "add", pem)
+    assert again.code == 2 and "io.github.someone-else" in again.err
+    assert again.err.count("\n") == 1
+    assert run_cli("verify", make_cartridge()).code == 4  # still only someone-else's key
+    assert run_cli("trust", "add", pem, "--publisher", PUBLISHER).code == 0  # said explicitly
+    assert run_cli("verify", make_cartridge()).code == 0
+
+
 def test_revocation_in_a_registry_overrides_a_pin(
     run_cli, make_cartridge, make_registry, signer
 ) -> None:
