@@ -222,7 +222,9 @@ def mount(
                        str(log_file) if log_file else None, created or [])
 
     def cleanup() -> None:
-        clear_state(mountpoint)
+        mine = read_state(mountpoint)
+        if mine is None or mine.pid == os.getpid():  # a later mount's state is not ours
+            clear_state(mountpoint)
         if created is not None:
             remove_made([*created, mountpoint])
         log_line(log_file, f"stop: {mountpoint}")
@@ -299,17 +301,18 @@ def _mount_background(
                  f"unmount with: acxfs umount {shlex.quote(mountpoint)}")
         return 0
     _stop_failed_daemon(pid, mountpoint)
-    clear_state(mountpoint)  # a daemon killed before its own clean-up may have left it
     detail = errors.strip().splitlines()[-1] if errors.strip() else message.removeprefix("error: ")
     log_line(log_file, f"refused: mount of {container} on {mountpoint} failed: {detail}")
     raise EnvironmentProblem(f"mount failed on {mountpoint}: {detail or 'the daemon exited'}")
 
 
 def _stop_failed_daemon(pid: int, mountpoint: str, grace: float = 5.0) -> None:
-    """After a failed start: the daemon is gone and nothing is left mounted when this returns.
+    """After a failed start: the daemon is gone, and so is anything it mounted.
 
     The daemon was asked to stop (or stopped itself); one that does not exit within `grace`
-    seconds is killed, so the mount command never waits forever."""
+    seconds is killed, so the mount command never waits forever.  A daemon mounts before it
+    writes its state file, and its state names it: a mount found at `mountpoint` is undone
+    only when that state is this daemon's, never when it is another live mount's."""
     deadline = time.monotonic() + grace
     try:
         while os.waitpid(pid, os.WNOHANG)[0] == 0:
@@ -321,7 +324,12 @@ def _stop_failed_daemon(pid: int, mountpoint: str, grace: float = 5.0) -> None:
             time.sleep(0.02)
     except ChildProcessError:
         pass
-    if is_mounted(mountpoint):
+    state = read_state(mountpoint)
+    if state is not None and state.pid != pid and _alive(state.pid):
+        return  # the mount there is another, live acxfs mount's (two mounts raced): keep it
+    if state is not None:
+        clear_state(mountpoint)  # ours: a daemon killed before its own clean-up leaves it
+    if state is not None and is_mounted(mountpoint):
         tool = shutil.which("fusermount") or shutil.which("fusermount3")
         commands = [[tool, "-uz", mountpoint]] if tool else []
         if os.geteuid() == 0:
@@ -346,9 +354,19 @@ def check_side_files(mountpoint: str, inputs: list[str], log_file: Path | None) 
                                      "the daemon cannot write into its own mount")
     if log_file is not None:
         for item in inputs:
-            if os.path.realpath(item) == os.path.realpath(log_file):
+            if _same_file(item, log_file):
                 raise EnvironmentProblem(f"--log-file {log_file} is an input of this command "
                                          f"({item}); acxfs never writes to what it reads")
+
+
+def _same_file(a: str | Path, b: str | Path) -> bool:
+    """The same path, or two names of one file (a hard link, a symlink)."""
+    if os.path.realpath(a) == os.path.realpath(b):
+        return True
+    try:
+        return os.path.samefile(a, b)
+    except OSError:  # one of them does not exist (yet)
+        return False
 
 
 def _wait_ready(status_r: int, err_r: int, pid: int) -> tuple[str, str]:
@@ -403,6 +421,9 @@ def umount(mountpoint: str, timeout: float = 15.0) -> str:
         last = (done.stderr or done.stdout).strip()
     else:
         raise EnvironmentProblem(f"cannot unmount {mountpoint}: {last or 'unknown error'}")
+    if command is not commands[0]:  # detached lazily: the daemon stays while files are open
+        timeout = min(timeout, 1.0)
+    lingering = ""
     if state is not None:
         deadline = time.monotonic() + timeout
         while _alive(state.pid) and time.monotonic() < deadline:
@@ -410,7 +431,10 @@ def umount(mountpoint: str, timeout: float = 15.0) -> str:
         if state.created_mountpoint:
             remove_made([*state.created_parents, mountpoint])
         clear_state(mountpoint)
-    return f"unmounted {mountpoint}"
+        if _alive(state.pid):
+            lingering = (f" (detached while files were open: daemon {state.pid} serves them "
+                         "until they are closed, then exits)")
+    return f"unmounted {mountpoint}{lingering}"
 
 
 def _alive(pid: int) -> bool:

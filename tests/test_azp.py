@@ -675,6 +675,29 @@ def test_payload_emptied_under_its_signed_digest_is_tampered_without_a_read(
     assert run_cli("verify", intact, "--trust-key", trust_key).code == 0
 
 
+def test_zip64_header_offset_past_the_file_is_malformed_not_a_crash(tmp_path: Path) -> None:
+    # A ZIP64 extra field can claim any 64-bit offset, even one pread cannot take.
+    plain = tmp_path / "plain.azp"
+    with zipfile.ZipFile(plain, "w") as archive:
+        archive.writestr("manifest.json", b"{}")
+    raw = bytearray(plain.read_bytes())
+    central = raw.find(b"PK\x01\x02")
+    name_len = struct.unpack_from("<H", raw, central + 28)[0]
+    struct.pack_into("<L", raw, central + 42, 0xFFFFFFFF)  # the offset is in the ZIP64 extra
+    extra = struct.pack("<HHQ", 1, 8, 2**63)
+    raw[central + 46 + name_len:central + 46 + name_len] = extra
+    struct.pack_into("<H", raw, central + 30, len(extra))
+    end = raw.rfind(b"PK\x05\x06")
+    struct.pack_into("<L", raw, end + 12, struct.unpack_from("<L", raw, end + 12)[0] + len(extra))
+    hostile = tmp_path / "zip64-offset.azp"
+    hostile.write_bytes(bytes(raw))
+    done = subprocess.run([sys.executable, "-m", "acxfs", "verify", str(hostile)],
+                          capture_output=True, text=True, timeout=60, check=False)
+    assert done.returncode == 6 and "Traceback" not in done.stderr
+    assert done.stdout.strip() == ("invalid / malformed - Zip entry 'manifest.json' has no "
+                                   "local header.")
+
+
 def test_entry_larger_than_its_central_directory_size_fails(
     run_cli, tmp_path: Path, trust_key: Path
 ) -> None:

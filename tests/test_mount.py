@@ -443,14 +443,17 @@ def test_portable_cartridge_mounts_with_min_trust_portable(
     assert trust == "portable"
 
 
-@pytest.mark.parametrize("where", ["inside-the-mountpoint", "the-container"])
+@pytest.mark.parametrize("where", ["inside-the-mountpoint", "the-container", "a-hard-link"])
 def test_log_file_the_mount_would_write_into_is_refused(
     where: str, hello: Path, tmp_path: Path
 ) -> None:
     # Inside the mountpoint, the daemon's first log line would wait on its own mount forever;
-    # the container itself is an input, which acxfs never writes.
+    # the container itself (under any name) is an input, which acxfs never writes.
     mountpoint = tmp_path / "mnt"
-    log = mountpoint / "acxfs.log" if where == "inside-the-mountpoint" else hello
+    log = {"inside-the-mountpoint": mountpoint / "acxfs.log", "the-container": hello,
+           "a-hard-link": tmp_path / "log.txt"}[where]
+    if where == "a-hard-link":
+        os.link(hello, log)
     before = hashlib.sha256(hello.read_bytes()).hexdigest()
     done = attempt_mount(hello, mountpoint, "--log-file", log, timeout=30)
     assert done.returncode == 2
@@ -459,6 +462,44 @@ def test_log_file_the_mount_would_write_into_is_refused(
     assert_nothing_left(mountpoint, hello)
     assert not mountpoint.exists()
     assert hashlib.sha256(hello.read_bytes()).hexdigest() == before
+
+
+def test_a_failed_mount_never_undoes_another_live_mount(hello: Path, tmp_path: Path) -> None:
+    # Two mounts racing for one mountpoint: the loser's clean-up must leave the winner alone.
+    from acxfs.daemon import _stop_failed_daemon, read_state
+
+    with mounted(hello, tmp_path / "mnt") as m:
+        loser = os.fork()
+        if loser == 0:
+            os._exit(1)
+        _stop_failed_daemon(loser, str(m.mountpoint), grace=1)
+        assert os.path.ismount(m.mountpoint)
+        state = read_state(str(m.mountpoint))
+        assert state is not None and state.pid == m.pid
+        assert (m.mountpoint / "rom").is_dir()
+
+
+def test_busy_umount_detaches_and_the_old_daemon_keeps_off_a_new_mounts_state(
+    hello: Path, tmp_path: Path
+) -> None:
+    mountpoint = tmp_path / "mnt"
+    mountpoint.mkdir()
+    first = acxfs("mount", hello, mountpoint)
+    assert first.returncode == 0, first.stderr
+    old_pid = daemon_pid(mountpoint, first.stderr)
+    try:
+        with open(mountpoint / "rom" / "skills" / "hello-acx" / "SKILL.md", "rb") as held:
+            done = acxfs("umount", mountpoint)
+            assert done.returncode == 0 and "detached while files were open" in done.stdout
+            with mounted(hello, mountpoint) as again:
+                held.read()  # still served by the old daemon
+                held.close()
+                assert old_pid is not None
+                assert wait_for(lambda: not pid_alive(old_pid), 20), "old daemon lingers"
+                status = acxfs("status").stdout
+                assert f"pid={again.pid}" in status and "no state" not in status
+    finally:
+        force_cleanup(mountpoint, old_pid)
 
 
 def test_a_daemon_that_ignores_sigterm_is_killed_after_a_failed_start(tmp_path: Path) -> None:

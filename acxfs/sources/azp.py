@@ -173,6 +173,10 @@ def _check_record(info: zipfile.ZipInfo, limits: Limits) -> Codec:
 
 def _data_offset(fd: int, info: zipfile.ZipInfo) -> int:
     """Parse the local file header; its name and method must match the central directory."""
+    if not 0 <= info.header_offset <= os.fstat(fd).st_size - _LOCAL_HEADER.size:
+        # ZIP64 fields (or a shifted central directory) can put an offset anywhere, even past
+        # what pread accepts: it must point into the file.
+        raise _malformed(f"zip entry {info.orig_filename!r} has no local header")
     head = os.pread(fd, _LOCAL_HEADER.size, info.header_offset)
     if len(head) != _LOCAL_HEADER.size:
         raise _malformed(f"zip entry {info.orig_filename!r} has no local header")
