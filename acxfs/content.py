@@ -425,7 +425,7 @@ class ContentStore:
             self._inflight -= weight
             self._room.notify_all()
             if blob is not None:
-                self.stats.blobs_inflated += 1
+                self.stats.blobs_inflated += 1 if blob.size else 0  # an empty file inflates nothing
                 self.stats.bytes_verified += blob.size
                 self._insert(path, blob)
             elif tamper is not None:
