@@ -121,6 +121,19 @@ def live_mounts() -> list[tuple[str, str]]:
     return found
 
 
+def _mount_owner(mountpoint: str) -> int | None:
+    """The uid FUSE records for the mount at `mountpoint` (its `user_id=` option)."""
+    wanted = canonical(mountpoint)
+    with contextlib.suppress(OSError), open("/proc/mounts", encoding="utf-8") as handle:
+        for line in handle:
+            parts = line.split()
+            if len(parts) >= 4 and parts[2] == FSTYPE and _unescape(parts[1]) == wanted:
+                for option in parts[3].split(","):
+                    if option.startswith("user_id=") and option[8:].isdigit():
+                        return int(option[8:])
+    return None
+
+
 def canonical(mountpoint: str) -> str:
     """The mountpoint as /proc/mounts shows it, resolving its parents but never itself."""
     absolute = os.path.abspath(mountpoint)
@@ -409,6 +422,10 @@ def umount(mountpoint: str, timeout: float = 15.0) -> str:
         raise EnvironmentProblem(f"{mountpoint} is not mounted")
     if not any(canonical(mountpoint) == mp for _, mp in live_mounts()):
         raise EnvironmentProblem(f"{mountpoint} is not an acxfs mount")
+    owner = _mount_owner(mountpoint)
+    if os.geteuid() != 0 and owner is not None and owner != os.geteuid():
+        raise EnvironmentProblem(f"{mountpoint} was mounted by another user (uid {owner}); "
+                                 "only that user or root can unmount it")
     tool = shutil.which("fusermount") or shutil.which("fusermount3")
     commands = [[tool, "-u", mountpoint], [tool, "-uz", mountpoint]] if tool else []
     if os.geteuid() == 0:

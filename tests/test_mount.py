@@ -1124,6 +1124,23 @@ echo @@umount && "$ACXFS" umount "{mountpoint}"
     assert not mountpoint.exists()
 
 
+def test_unprivileged_user_cannot_unmount_roots_mount_and_is_told_why(
+    hello: Path, tmp_path: Path, unprivileged_user: pwd.struct_passwd, user_workdir: Path
+) -> None:
+    outside = Path(tempfile.mkdtemp(prefix="acxfs-root-"))  # the user can reach it
+    outside.chmod(0o755)
+    try:
+        with mounted(hello, outside / "roots") as m:
+            done = run_as_user(unprivileged_user, user_workdir,
+                               f'"$ACXFS" umount "{m.mountpoint}"')
+            assert done.returncode == 2
+            lines = done.stderr.strip().splitlines()
+            assert len(lines) == 1 and "mounted by another user (uid 0)" in lines[0], lines
+            assert os.path.ismount(m.mountpoint)
+    finally:
+        shutil.rmtree(outside, ignore_errors=True)
+
+
 def test_unprivileged_user_without_dev_fuse_access_gets_one_clear_line(
     packed: Path, unprivileged_user: pwd.struct_passwd, user_workdir: Path
 ) -> None:
