@@ -240,38 +240,54 @@ def verify_content(
         stored = _read_small(open_chunks(), entry.stored_size)
         if stored is not None:
             return _verify_small(entry, entry.digest, stored)
-    first: Iterator[bytes] | None = None
-    head = b""
-    if entry.codec == "sqlar" and entry.stored_size != entry.size:
-        chunks = open_chunks()
-        head = next(chunks, b"")
-        first = itertools.chain([head], chunks)  # the first attempt reuses this stream
-    attempts = _codecs(entry, head)
-    problem = ""
-    for wbits in attempts:
-        sink = _Sink(entry.size, limits.memory_spill_bytes, spill_dir)
-        hasher = hashlib.sha256()
-        stream, first = (first if first is not None else open_chunks()), None
-        try:
-            _inflate_into(stream, wbits, entry.size, sink, hasher, limits.chunk_bytes)
-        except _StreamError as exc:
+    opened: list[Iterator[bytes]] = []
+
+    def open_stream() -> Iterator[bytes]:
+        stream = open_chunks()
+        opened.append(stream)
+        return stream
+
+    try:
+        first: Iterator[bytes] | None = None
+        head = b""
+        if entry.codec == "sqlar" and entry.stored_size != entry.size:
+            chunks = open_stream()
+            head = next(chunks, b"")
+            first = itertools.chain([head], chunks)  # the first attempt reuses this stream
+        attempts = _codecs(entry, head)
+        problem = ""
+        for wbits in attempts:
+            sink = _Sink(entry.size, limits.memory_spill_bytes, spill_dir)
+            hasher = hashlib.sha256()
+            stream, first = (first if first is not None else open_stream()), None
+            try:
+                _inflate_into(stream, wbits, entry.size, sink, hasher, limits.chunk_bytes)
+            except _StreamError as exc:
+                sink.discard()
+                problem = problem or str(exc)  # the likelier codec's reason is the one to report
+                continue
+            except OSError as exc:
+                sink.discard()
+                raise EnvironmentProblem(
+                    f"cannot hold the verified bytes of {entry.path} in "
+                    f"{spill_dir or tempfile.gettempdir()} ({exc.strerror or exc})"
+                ) from exc
+            except BaseException:
+                sink.discard()
+                raise
+            if hmac.compare_digest(hasher.digest(), entry.digest):
+                return sink.finish()
             sink.discard()
-            problem = problem or str(exc)  # the likelier codec's reason is the one to report
-            continue
-        except OSError as exc:
-            sink.discard()
-            raise EnvironmentProblem(
-                f"cannot hold the verified bytes of {entry.path} in "
-                f"{spill_dir or tempfile.gettempdir()} ({exc.strerror or exc})"
-            ) from exc
-        except BaseException:
-            sink.discard()
-            raise
-        if hmac.compare_digest(hasher.digest(), entry.digest):
-            return sink.finish()
-        sink.discard()
-        problem = problem or "does not match its signed sha256"
-    raise TamperError(f"{entry.path} {problem}", entry.path)
+            problem = problem or "does not match its signed sha256"
+        raise TamperError(f"{entry.path} {problem}", entry.path)
+    finally:
+        # Inflating stops at the stream's end marker, which can leave a BLOB stream (and the
+        # SQLite connection it holds) paused before its last step: close each one now rather
+        # than whenever its frame is collected.
+        for stream in opened:
+            close = getattr(stream, "close", None)
+            if close is not None:
+                close()
 
 
 SMALL_STORED_BYTES = 1024 * 1024  # stored this small: verified in memory, in one pass
@@ -330,7 +346,9 @@ class _Flight:
         self._done.release()
 
     def fail(self, error: BaseException) -> None:
-        self._error = error
+        # Kept without its traceback: that would hold the failed verification's frames, and
+        # with them its inflated bytes and its open BLOB stream, for as long as it is kept.
+        self._error = error.with_traceback(None)
         self._done.release()
 
     def outcome(self) -> VerifiedBlob:
@@ -430,7 +448,10 @@ class ContentStore:
                 self._insert(path, blob)
             elif tamper is not None:
                 self.stats.tamper_events += 1
-                self._failed[path] = tamper
+                # A fresh error, with no traceback and no chained cause: the failure is kept for
+                # the life of the mount, its frames (inflated bytes, an open SQLite connection)
+                # must not be.
+                self._failed[path] = TamperError(str(tamper), tamper.path)
 
     def _insert(self, path: str, blob: VerifiedBlob) -> None:
         self._cache[path] = blob

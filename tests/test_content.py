@@ -127,3 +127,50 @@ def test_store_counts_tamper_events_and_serves_nothing() -> None:
     with pytest.raises(TamperError):
         store.get(_entry(DATA, stored))
     assert store.stats.tamper_events == 1 and len(seen) == 1 and store.stats.blobs_inflated == 0
+
+
+def _failing(path: str, data: bytes, stored: bytes) -> Entry:
+    """An entry whose stored bytes inflate to `data` but whose digest is of other bytes."""
+    return Entry(path, False, size=len(data), digest=hashlib.sha256(b"other").digest(),
+                 stored_size=len(stored), codec="sqlar")  # type: ignore[arg-type]
+
+
+def test_failed_files_do_not_keep_their_inflated_bytes() -> None:
+    # A file that fails stays failed for the life of a mount; what it inflated must not.
+    data = bytes(4 << 20)
+    stored = zlib.compress(data)  # small stored, 4 MiB inflated: the in-memory path
+    store = ContentStore(lambda entry: iter((stored,)))
+    tracemalloc.start()
+    try:
+        for i in range(12):
+            with pytest.raises(TamperError):
+                store.get(_failing(f"rom/f{i}.bin", data, stored))
+        current, _ = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert store.stats.tamper_events == 12
+    assert current < 8 << 20, f"{current / 2**20:.0f} MiB kept after 12 failed 4 MiB files"
+
+
+def test_failed_files_do_not_keep_their_blob_streams_open() -> None:
+    # Large stored files stream from an open SQLite BLOB handle: a failure must release it.
+    data = os.urandom(3 << 20)
+    stored = zlib.compress(data)  # over 1 MiB stored: streamed; inflating ends at its last chunk
+    open_streams: set[int] = set()
+
+    def stream(entry: Entry) -> Iterator[bytes]:
+        open_streams.add(id(entry))
+        try:
+            yield from _chunks(stored, 1 << 18)
+        finally:
+            open_streams.discard(id(entry))
+
+    store = ContentStore(stream, Limits(memory_spill_bytes=1 << 20))
+    entries = [_failing(f"rom/big{i}.bin", data, stored) for i in range(5)]
+    for entry in entries:
+        with pytest.raises(TamperError):
+            store.get(entry)
+    import gc
+
+    gc.collect()
+    assert not open_streams, f"{len(open_streams)} BLOB streams still open"
