@@ -398,6 +398,27 @@ def test_countersignature_by_trusted_key_makes_signer_trusted(run_cli, tmp_path)
     assert f"keyid: {keyid(TEST_KEY)}" in result.out  # the signer, not the anchor
 
 
+@pytest.mark.parametrize("revoked", ["author", "middle"])
+def test_a_revoked_key_breaks_the_countersignature_chain(
+    run_cli, make_registry, tmp_path, revoked: str
+) -> None:
+    # A countersignature vouches for the key below it; once a registry revokes that key
+    # (any reason), nothing above it makes the package trusted.
+    anchor = nacl.signing.SigningKey(bytes([7]) * 32)
+    manifest = json.dumps(skill_manifest(DEMO_PAYLOAD)).encode()
+    pkg = write_azp(tmp_path / "cs.azp", DEMO_PAYLOAD, manifest,
+                    signature=signature_doc(TEST_KEY, manifest, (OTHER_KEY, anchor)))
+    gone = TEST_KEY if revoked == "author" else OTHER_KEY
+    registry = make_registry([cw.registry_entry(
+        cw.Signer(gone), status="revoked", revocation_reason="superseded",
+        revoked_at="2026-01-01T00:00:00Z")])
+    result = run_cli("verify", pkg, "--trust-key", key_file(tmp_path, anchor),
+                     "--registry", registry)
+    expected = "Signer key revoked." if revoked == "author" else (
+        f"Countersigning key {keyid(OTHER_KEY)} at hop 1 is revoked.")
+    assert (result.code, result.verdict) == (4, "warning / portable - " + expected)
+
+
 def test_broken_countersignature_severs_the_chain(run_cli, tmp_path) -> None:
     registry = nacl.signing.SigningKey(bytes([7]) * 32)
     manifest = json.dumps(skill_manifest(DEMO_PAYLOAD)).encode()

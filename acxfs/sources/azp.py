@@ -526,6 +526,11 @@ def trust_verdict(
     if any(r.revocation_reason == "key-compromise" for r in records if r.status == "revoked"):
         return v.Verdict("tampered", v.KEY_COMPROMISED)
     for hop, key in enumerate((signer.key, *signer.chain)):
+        if any(r.status == "revoked" for r in trust.registry if r.keyid == key.keyid):
+            # A revoked key breaks the chain there: what vouches for it vouches for nothing.
+            summary = v.REVOKED if hop == 0 else (
+                f"Countersigning key {key.keyid} at hop {hop} is revoked.")
+            return v.Verdict("portable", summary, keyid=keyid, publisher=publisher)
         level = _anchor(trust, key, publisher, now)
         if level == "local":
             summary = v.LOCAL if hop == 0 else (
