@@ -386,9 +386,11 @@ def cmd_trust_help(args: argparse.Namespace) -> int:
 def cmd_trust_add(args: argparse.Namespace) -> int:
     from acxfs.trust_add import pin_from
 
-    keyid, publisher, path = pin_from(args.source, args.publisher)
+    keyid, publisher, path, replaced = pin_from(args.source, args.publisher)
     print(f"pinned {keyid}")
     print(f"publisher: {publisher or 'any'}")
+    if replaced is not None:
+        print(f"replaces its pin for publisher {replaced}")
     print(f"stored in {path}")
     return 0
 

@@ -23,7 +23,7 @@ from collections import OrderedDict
 from collections.abc import Callable, Iterator
 from typing import Protocol
 
-from acxfs.errors import EnvironmentProblem, TamperError
+from acxfs.errors import EnvironmentProblem, TamperError, UnverifiableError
 from acxfs.limits import DEFAULT_LIMITS, Limits
 from acxfs.sources.base import Entry, SourceStats
 
@@ -397,6 +397,8 @@ class ContentStore:
         failed: later reads get the same TamperError without another attempt (the kernel
         retries a failed read, and one tampered file is one tamper event)."""
         path = entry.path
+        if entry.is_dir or entry.digest is None:
+            raise UnverifiableError(f"{path} has no recorded digest: it cannot be verified", path)
         weight = min(entry.size, self._limits.inflight_bytes)
         with self._lock:
             blob = self._cache.get(path)

@@ -45,8 +45,10 @@ def advice(verdict: v.Verdict, container: str, mounting: bool = True) -> list[st
 def _choose_view(args: argparse.Namespace, source: Any, announce: Callable[[str], None]) -> tuple[
         str, str]:
     skills_root: str = source.skills_root
+    # A skill is a directory holding a SKILL.md file (by signed paths, never by index rows).
     skills = [n for n in source.tree.list(skills_root)
-              if (e := source.tree.lookup(f"{skills_root}/{n}")) and e.is_dir]
+              if (e := source.tree.lookup(f"{skills_root}/{n}")) and e.is_dir
+              and (md := source.tree.lookup(f"{skills_root}/{n}/SKILL.md")) and not md.is_dir]
     if args.skill and args.skills:
         raise EnvironmentProblem("give --skill NAME or --skills, not both")
     if args.skill:
@@ -102,9 +104,13 @@ def cmd_mount(args: argparse.Namespace) -> int:
                 warning += (" (each file is checked against its recorded digest: this catches "
                             "corruption, not tampering)")
             announce(warning)
-        if args.with_save:
+        if args.with_save and view == "container":
+            view = "container with the unsigned save/"
             announce("acxfs: warning: save/ is the unsigned SAVE zone; files without a recorded "
                      "digest there cannot be read")
+        elif args.with_save:
+            announce(f"acxfs: note: --with-save has no effect on the {view} view (save/ lies "
+                     "outside it)")
         created = daemon.prepare_mountpoint(args.mountpoint, args.backend)
     except BaseException:
         source.close()

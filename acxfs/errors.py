@@ -37,6 +37,15 @@ class TamperError(InputError):
         self.path = path
 
 
+class UnverifiableError(InputError):
+    """A file with no digest to check its bytes against (an unsigned SAVE file): never served,
+    and not a tamper event either."""
+
+    def __init__(self, message: str, path: str | None = None) -> None:
+        super().__init__(message)
+        self.path = path
+
+
 class LimitError(MalformedError):
     """The container exceeds one of the bounds in `acxfs.limits`."""
 

@@ -17,15 +17,15 @@ from collections.abc import Callable
 from typing import Any, TypeVar
 
 from acxfs.content import ContentStore
-from acxfs.errors import TamperError
+from acxfs.errors import TamperError, UnverifiableError
 from acxfs.fuse_threads import pin_current_thread
 from acxfs.sources.base import Entry, Source
 from acxfs.verdict import Verdict
 
 F = TypeVar("F", bound=Callable[..., Any])
 BLOCK = 128 * 1024
-XATTR_ROOT = ("user.acx.trust", "user.acx.verdict", "user.acx.keyid", "user.acx.publisher",
-              "user.acx.stats")
+XATTR_ROOT = ("user.acx.trust", "user.acx.verdict", "user.acx.keyid", "user.acx.claimed_keyid",
+              "user.acx.publisher", "user.acx.stats")
 
 
 class FuseOSError(OSError):
@@ -45,7 +45,7 @@ def _guard(func: F) -> F:
             return func(self, *args)
         except FuseOSError:
             raise
-        except TamperError as exc:
+        except (TamperError, UnverifiableError) as exc:
             raise FuseOSError(errno.EIO) from exc
         except Exception as exc:
             self.log(f"error in {func.__name__}{args[:1]}: {type(exc).__name__}: {exc}")
@@ -116,7 +116,7 @@ class AcxOperations:
             nlink, size = 2 + subdirs, 0
         else:
             nlink, size = 1, entry.size
-            if not size:
+            if not size and entry.digest is not None:
                 # The kernel never sends a read for an empty file, so the check that reads
                 # would make happens here: an empty file whose digest is not that of no bytes
                 # is EIO like any file that fails (legacy and unverified views; signed ones
@@ -193,13 +193,16 @@ class AcxOperations:
     def _xattrs(self, entry: Entry) -> dict[str, bytes]:
         found: dict[str, bytes] = {}
         if not entry.is_dir and entry.digest is not None:
-            found["user.acx.oid"] = ("sha256:" + entry.digest.hex()).encode()
+            # SAVE files are unsigned: their digest is only what the file records.
+            name = "user.acx.recorded_oid" if entry.path.startswith("save/") else "user.acx.oid"
+            found[name] = ("sha256:" + entry.digest.hex()).encode()
         if entry.path == self.root:
             v = self.verdict
             found["user.acx.trust"] = v.trust.encode()
             found["user.acx.verdict"] = v.line.encode()
-            if v.keyid:
-                found["user.acx.keyid"] = v.keyid.encode()
+            if v.keyid:  # an UNVERIFIED signature's keyid is only what its envelope claims
+                found["user.acx.claimed_keyid" if v.unverified else "user.acx.keyid"] = \
+                    v.keyid.encode()
             if v.publisher:
                 found["user.acx.publisher"] = v.publisher.encode()
             stats = self.store.stats

@@ -18,6 +18,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from acxfs import strict_json
 from acxfs import verdict as v
 from acxfs.errors import TrustConfigError
 from acxfs.inputs import open_input
@@ -114,9 +115,9 @@ def parse_registry(text: str, source: str, limits: Limits = DEFAULT_LIMITS) -> l
     if "PRIVATE KEY" in text:
         raise bad("it contains private key material")
     try:
-        doc = json.loads(text)
+        doc = strict_json.loads(text)
     except (ValueError, RecursionError) as exc:
-        raise bad("not JSON") from exc
+        raise bad(f"not JSON ({exc})" if "duplicate" in str(exc) else "not JSON") from exc
     if not isinstance(doc, dict):
         raise bad("not a JSON object")
     unknown = set(doc) - _TOP_FIELDS
@@ -288,13 +289,23 @@ def load_trust(
 
 def _load_pin(path: Path) -> Pin:
     try:
-        doc = json.loads(path.read_text(encoding="utf-8"))
+        with open_input(path) as handle:
+            doc = strict_json.loads(handle.read(64 * 1024).decode("utf-8"))
+        if not isinstance(doc, dict):
+            raise ValueError("not a JSON object")
         key = public_key_from_pem(doc["publicKeyPem"])
-        publisher = doc.get("publisherId")
-        if key.keyid != doc["keyid"] or not (publisher is None or isinstance(publisher, str)):
+        if key.keyid != doc["keyid"]:
             raise ValueError("keyid does not match its key")
-    except (OSError, ValueError, KeyError, TypeError, KeyFormatError) as exc:
-        raise TrustConfigError(f"pinned key {path} is unusable: {exc}") from exc
+        # Any publisher only when the pin says so (null): a pin that lost the field must not
+        # quietly trust its key for every publisher.
+        if "publisherId" not in doc:
+            raise ValueError("publisherId is missing (null means any publisher)")
+        publisher = doc["publisherId"]
+        if not (publisher is None or isinstance(publisher, str)):
+            raise ValueError("publisherId is neither a string nor null")
+    except (OSError, ValueError, KeyError, TypeError, KeyFormatError, RecursionError) as exc:
+        reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else exc
+        raise TrustConfigError(f"pinned key {path} is unusable: {reason}") from exc
     return Pin(key.keyid, key, publisher, str(path))
 
 
@@ -321,12 +332,21 @@ def add_pin(key: PublicKey, publisher: str | None, note: str, store: Path | None
 
 
 def remove_pin(keyid: str, store: Path | None = None) -> bool:
+    """Remove every pin file naming `keyid` (a copy under another name would keep it trusted:
+    the store loads every `pins/*.json`)."""
     store = trust_dir() if store is None else store
-    path = pin_path(store, keyid)
-    with contextlib.suppress(FileNotFoundError):
-        path.unlink()
-        return True
-    return False
+    removed = False
+    for path in sorted((store / "pins").glob("*.json")):
+        try:
+            with open_input(path) as handle:
+                doc = json.loads(handle.read(64 * 1024).decode("utf-8"))
+        except (OSError, ValueError, RecursionError):
+            continue  # not a pin acxfs could load either
+        if isinstance(doc, dict) and doc.get("keyid") == keyid:
+            with contextlib.suppress(FileNotFoundError):
+                path.unlink()
+                removed = True
+    return removed
 
 
 def list_pins(store: Path | None = None) -> list[Pin]:

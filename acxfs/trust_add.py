@@ -54,8 +54,11 @@ def report_key(report: object, keyid: str) -> PublicKey:
     return key
 
 
-def pin_from(source: str, publisher: str | None) -> tuple[str, str | None, Path]:
-    """Pin the key of `source`; returns (keyid, publisher, pin file)."""
+def pin_from(
+    source: str, publisher: str | None
+) -> tuple[str, str | None, Path, str | None]:
+    """Pin the key of `source`; returns (keyid, publisher, pin file, the publisher of a pin
+    of that key it replaced, if it named another one)."""
     if publisher is not None and not valid_publisher(publisher):
         raise EnvironmentProblem(f"publisher {publisher!r} is not a reverse-DNS name")
     if Path(source).is_dir():
@@ -75,12 +78,12 @@ def pin_from(source: str, publisher: str | None) -> tuple[str, str | None, Path]
         key = load_public_key_file(source)
         chosen = publisher
         note = f"pinned from key file {Path(source).name}"
-    if chosen is None:
-        earlier = next((p for p in list_pins() if p.keyid == key.keyid), None)
-        if earlier is not None and earlier.publisher is not None:
-            raise EnvironmentProblem(
-                f"{key.keyid} is pinned for publisher {earlier.publisher} only; pinning it again "
-                "without --publisher would trust it for any publisher. Pass --publisher, or "
-                f"run 'acxfs trust remove {key.keyid}' first")
+    earlier = next((p for p in list_pins() if p.keyid == key.keyid), None)
+    if chosen is None and earlier is not None and earlier.publisher is not None:
+        raise EnvironmentProblem(
+            f"{key.keyid} is pinned for publisher {earlier.publisher} only; pinning it again "
+            "without --publisher would trust it for any publisher. Pass --publisher, or "
+            f"run 'acxfs trust remove {key.keyid}' first")
     path = add_pin(key, chosen, note)
-    return key.keyid, chosen, path
+    replaced = earlier.publisher if earlier is not None and earlier.publisher != chosen else None
+    return key.keyid, chosen, path, replaced

@@ -132,7 +132,7 @@ def test_store_counts_tamper_events_and_serves_nothing() -> None:
 def _failing(path: str, data: bytes, stored: bytes) -> Entry:
     """An entry whose stored bytes inflate to `data` but whose digest is of other bytes."""
     return Entry(path, False, size=len(data), digest=hashlib.sha256(b"other").digest(),
-                 stored_size=len(stored), codec="sqlar")  # type: ignore[arg-type]
+                 stored_size=len(stored), codec="sqlar")
 
 
 def test_failed_files_do_not_keep_their_inflated_bytes() -> None:

@@ -556,6 +556,51 @@ def test_malformed_cartridge_is_refused(
 # --- content tampered after signing ------------------------------------------------------------
 
 
+def test_with_save_labels_the_unsigned_zone_as_unsigned(
+    make_cartridge: Callable[..., Path], trusted_registry: Path, tmp_path: Path
+) -> None:
+    recorded, bare = "save/notes/recorded.md", "save/notes/bare.md"
+    container = make_cartridge(files={**DEMO_FILES, recorded: b"kept\n", bare: b"no digest\n"})
+    with sqlite3.connect(container) as conn:  # a SAVE object records a digest; signs nothing
+        conn.execute("INSERT INTO objects VALUES (?, 'sqlar', ?, 'raw', 'save', 6)",
+                     (cw.oid_of(b"kept\n"), recorded))
+    with mounted(container, tmp_path / "mnt", "--with-save", "--registry", trusted_registry) as m:
+        kept = (m.mountpoint / recorded).read_bytes()
+        done = subprocess.run(["cat", str(m.mountpoint / bare)], capture_output=True)
+        names = run(["getfattr", "-d", "-m", "-", str(m.mountpoint / recorded)]).stdout
+        rom = run(["getfattr", "-d", "-m", "-", str(m.mountpoint / GUIDE)]).stdout
+        stats = json.loads(read_xattr(m.mountpoint, "user.acx.stats"))
+        status = acxfs("status").stdout
+    assert kept == b"kept\n"
+    assert done.returncode != 0 and b"Input/output error" in done.stderr
+    assert "user.acx.recorded_oid=" in names and "user.acx.oid=" not in names
+    assert "user.acx.oid=" in rom
+    assert stats["tamper_events"] == 0  # a file with nothing to check against is no tamper event
+    assert "unsigned save/" in status and "unsigned save/" in m.stderr
+
+
+def test_a_directory_without_skill_md_is_not_a_skill(
+    make_cartridge: Callable[..., Path], trusted_registry: Path, tmp_path: Path
+) -> None:
+    container = make_cartridge(files={**DEMO_FILES, "rom/skills/nomd/notes.md": b"no skill\n"})
+    done = attempt_mount(container, tmp_path / "mnt", "--skill", "nomd",
+                         "--registry", trusted_registry)
+    assert done.returncode == 2 and "no skill 'nomd'" in done.stderr
+    assert "it has: demo-skill" in done.stderr and "nomd," not in done.stderr
+    with mounted(container, tmp_path / "skills" / "nomd", "--registry", trusted_registry) as m:
+        assert "mounting skill" not in m.stderr
+        assert (m.mountpoint / "rom").is_dir()  # the whole container, not a false skill
+
+
+def test_an_unverified_signature_keyid_is_shown_as_claimed(
+    make_cartridge: Callable[..., Path], tmp_path: Path
+) -> None:
+    container = make_cartridge(embed_public_key=False)  # no key here can check it
+    with mounted(container, tmp_path / "mnt", "--min-trust", "legacy") as m:
+        names = run(["getfattr", "-d", "-m", "-", str(m.mountpoint)]).stdout
+    assert "user.acx.claimed_keyid=" in names and "user.acx.keyid=" not in names
+
+
 def test_stale_oid_content_is_eio_for_that_file_only(
     make_cartridge: Callable[..., Path], trusted_registry: Path, backend: list[str],
     tmp_path: Path

@@ -364,6 +364,60 @@ def test_pinning_a_key_again_never_widens_it_to_any_publisher_quietly(
     assert run_cli("verify", make_cartridge()).code == 0
 
 
+
+def _pin(run_cli, signer, tmp_path: Path, publisher: str) -> Path:
+    """Pin `signer`'s public key file for `publisher`; the key file."""
+    pem = tmp_path / "publisher.pub.pem"
+    pem.write_text(signer.public_pem)
+    assert run_cli("trust", "add", pem, "--publisher", publisher).code == 0
+    return pem
+
+
+def _pin_files() -> list[Path]:
+    return sorted((Path(os.environ["ACXFS_TRUST_DIR"]) / "pins").glob("*.json"))
+
+
+def test_a_pin_that_lost_its_publisher_is_unusable_not_trusted_for_all(
+    run_cli, make_cartridge, signer, tmp_path
+) -> None:
+    _pin(run_cli, signer, tmp_path, "io.github.someone-else")
+    (pin,) = _pin_files()
+    doc = json.loads(pin.read_text())
+    for text in (json.dumps({k: v for k, v in doc.items() if k != "publisherId"}),
+                 json.dumps(doc)[:-1] + ', "publisherId": null}'):  # a second, later key
+        pin.write_text(text)
+        result = run_cli("verify", make_cartridge())
+        assert result.code == 2 and "is unusable" in result.err, result.err
+
+
+def test_trust_remove_removes_every_copy_of_the_pin(
+    run_cli, make_cartridge, signer, tmp_path
+) -> None:
+    _pin(run_cli, signer, tmp_path, PUBLISHER)
+    (pin,) = _pin_files()
+    shutil.copy(pin, pin.parent / "backup.json")
+    assert run_cli("trust", "remove", signer.keyid).code == 0
+    assert _pin_files() == []
+    assert run_cli("verify", make_cartridge()).code == 4
+
+
+def test_trust_add_says_when_it_replaces_a_pin_for_another_publisher(
+    run_cli, signer, tmp_path
+) -> None:
+    pem = _pin(run_cli, signer, tmp_path, "io.github.first")
+    again = run_cli("trust", "add", pem, "--publisher", PUBLISHER)
+    assert again.code == 0 and "replaces its pin for publisher io.github.first" in again.out
+
+
+def test_a_fifo_in_the_pins_directory_is_refused_without_hanging(
+    run_cli, make_cartridge, signer, tmp_path
+) -> None:
+    _pin(run_cli, signer, tmp_path, PUBLISHER)
+    os.mkfifo(_pin_files()[0].parent / "planted.json")
+    result = run_cli("verify", make_cartridge())  # in-process: a blocking open hangs the test
+    assert result.code == 2 and "not a regular file" in result.err
+
+
 def test_revocation_in_a_registry_overrides_a_pin(
     run_cli, make_cartridge, make_registry, signer
 ) -> None:

@@ -27,6 +27,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import BinaryIO
 
+from acxfs import strict_json
 from acxfs import verdict as v
 from acxfs.content import verify_content
 from acxfs.errors import EnvironmentProblem, TamperError, UntrustedError
@@ -270,25 +271,10 @@ def read_small(fd: int, member: Member, bound: int, limits: Limits) -> bytes:
 # --- JSON documents -------------------------------------------------------------------
 
 
-def _strict_object(pairs: list[tuple[str, object]]) -> dict[str, object]:
-    doc: dict[str, object] = {}
-    for key, value in pairs:
-        if key in doc:
-            raise ValueError(f"duplicate key {key!r}")
-        doc[key] = value
-    return doc
-
-
-def _no_constant(name: str) -> object:
-    raise ValueError(f"{name} is not JSON")
-
-
 def parse_json_object(data: bytes, name: str) -> dict[str, object]:
     """A UTF-8 JSON object without duplicate keys or NaN/Infinity; ValueError otherwise."""
     try:
-        doc = json.loads(
-            data.decode("utf-8"), object_pairs_hook=_strict_object, parse_constant=_no_constant
-        )
+        doc = strict_json.loads(data.decode("utf-8"))
     except (UnicodeDecodeError, ValueError, RecursionError) as exc:
         raise ValueError(f"{name} is not valid JSON ({exc})") from exc
     if not isinstance(doc, dict):
