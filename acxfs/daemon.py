@@ -32,6 +32,7 @@ from acxfs.content import ContentStore
 from acxfs.errors import EnvironmentProblem
 from acxfs.made_dirs import make_dirs, remove_made
 from acxfs.sources.base import Source
+from acxfs.trust import xdg_dir
 from acxfs.verdict import Verdict
 
 READY_TIMEOUT = 60.0
@@ -39,9 +40,7 @@ FSTYPE = "fuse.acxfs"
 
 
 def state_dir() -> Path:
-    base = os.environ.get("XDG_STATE_HOME") or os.path.join(
-        os.path.expanduser("~"), ".local", "state")
-    return Path(base) / "acxfs"
+    return xdg_dir("XDG_STATE_HOME", ".local", "state") / "acxfs"
 
 
 def default_log_file() -> Path:

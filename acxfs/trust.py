@@ -49,13 +49,22 @@ def parse_time(text: object) -> dt.datetime | None:
     return value if value.tzinfo else value.replace(tzinfo=dt.UTC)
 
 
+def xdg_dir(variable: str, *default: str) -> Path:
+    """`$variable`, or ~/`default` when it is unset or relative (the XDG base directory rules:
+    a relative value is invalid, and would move with the working directory)."""
+    base = os.environ.get(variable, "")
+    if not os.path.isabs(base):
+        base = os.path.join(os.path.expanduser("~"), *default)
+    return Path(base)
+
+
 def trust_dir() -> Path:
-    """The user's trust store: $ACXFS_TRUST_DIR, else ${XDG_CONFIG_HOME:-~/.config}/acxfs."""
+    """The user's trust store: $ACXFS_TRUST_DIR (made absolute), else
+    ${XDG_CONFIG_HOME:-~/.config}/acxfs."""
     explicit = os.environ.get("ACXFS_TRUST_DIR")
     if explicit:
-        return Path(explicit)
-    base = os.environ.get("XDG_CONFIG_HOME") or os.path.join(os.path.expanduser("~"), ".config")
-    return Path(base) / "acxfs"
+        return Path(os.path.abspath(explicit))
+    return xdg_dir("XDG_CONFIG_HOME", ".config") / "acxfs"
 
 
 @dataclass(frozen=True)
