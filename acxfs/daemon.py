@@ -20,6 +20,7 @@ import select
 import shlex
 import shutil
 import signal
+import stat
 import subprocess
 import sys
 import time
@@ -32,7 +33,7 @@ from acxfs.content import ContentStore
 from acxfs.errors import EnvironmentProblem
 from acxfs.made_dirs import make_dirs, remove_made
 from acxfs.sources.base import Source
-from acxfs.trust import xdg_dir
+from acxfs.trust import trust_dir, xdg_dir
 from acxfs.verdict import Verdict
 
 READY_TIMEOUT = 60.0
@@ -54,8 +55,14 @@ def log_line(log_file: Path | None, message: str) -> None:
     stamp = dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
     with contextlib.suppress(OSError):
         log_file.parent.mkdir(parents=True, exist_ok=True)
-        with open(log_file, "a", encoding="utf-8") as handle:
-            handle.write(f"{stamp} [{os.getpid()}] {message}\n")
+        # Never blocks (a FIFO without a reader) and appends only to a regular file.
+        fd = os.open(log_file, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NONBLOCK
+                     | os.O_CLOEXEC, 0o644)
+        try:
+            if stat.S_ISREG(os.fstat(fd).st_mode):
+                os.write(fd, f"{stamp} [{os.getpid()}] {message}\n".encode())
+        finally:
+            os.close(fd)
 
 
 @dataclass
@@ -369,6 +376,17 @@ def check_side_files(mountpoint: str, inputs: list[str], log_file: Path | None) 
             if _same_file(item, log_file):
                 raise EnvironmentProblem(f"--log-file {log_file} is an input of this command "
                                          f"({item}); acxfs never writes to what it reads")
+        store = os.path.realpath(trust_dir())
+        if os.path.realpath(log_file).startswith(store.rstrip("/") + "/"):
+            raise EnvironmentProblem(f"--log-file {log_file} is inside the trust store {store}; "
+                                     "acxfs never writes to what it reads")
+        if os.path.lexists(log_file) and not os.path.isfile(log_file):
+            raise EnvironmentProblem(f"--log-file {log_file} is not a regular file")
+    try:  # the daemon records its mount there as it starts: a failure then would hang it
+        (state_dir() / "mounts").mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise EnvironmentProblem(f"cannot use the state directory {state_dir()} "
+                                 f"({exc.strerror})") from exc
 
 
 def _same_file(a: str | Path, b: str | Path) -> bool:
@@ -437,7 +455,7 @@ def umount(mountpoint: str, timeout: float = 15.0) -> str:
         last = (done.stderr or done.stdout).strip()
     else:
         raise EnvironmentProblem(f"cannot unmount {mountpoint}: {last or 'unknown error'}")
-    if command is not commands[0]:  # detached lazily: the daemon stays while files are open
+    if "-uz" in command or "-l" in command:  # detached lazily: files still open keep the daemon
         timeout = min(timeout, 1.0)
     lingering = ""
     if state is not None:

@@ -199,10 +199,11 @@ def check_output(output: Path, skill_dirs: Sequence[Path]) -> None:
         return  # a directory is refused where the output is written
     try:
         with open_input(target) as handle:
-            head = handle.read(len(SQLITE_MAGIC))
+            head = handle.read(100)
     except OSError as exc:
         raise EnvironmentProblem(f"{output}: {exc.strerror}; refusing to replace it") from exc
-    if head != SQLITE_MAGIC:
+    # A cartridge: the SQLite header with the ACX application_id (big-endian at offset 68).
+    if not head.startswith(SQLITE_MAGIC) or head[68:72] != APPLICATION_ID.to_bytes(4, "big"):
         raise EnvironmentProblem(f"{output} exists and is not a cartridge; refusing to replace it")
 
 

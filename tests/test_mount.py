@@ -443,17 +443,23 @@ def test_portable_cartridge_mounts_with_min_trust_portable(
     assert trust == "portable"
 
 
-@pytest.mark.parametrize("where", ["inside-the-mountpoint", "the-container", "a-hard-link"])
+@pytest.mark.parametrize("where", ["inside-the-mountpoint", "the-container", "a-hard-link",
+                                   "a-fifo", "in-the-trust-store"])
 def test_log_file_the_mount_would_write_into_is_refused(
     where: str, hello: Path, tmp_path: Path
 ) -> None:
-    # Inside the mountpoint, the daemon's first log line would wait on its own mount forever;
-    # the container itself (under any name) is an input, which acxfs never writes.
+    # Inside the mountpoint, the daemon's first log line would wait on its own mount forever,
+    # as would a write to a FIFO nobody reads; the container (under any name) and the trust
+    # store are what acxfs reads, never what it writes.
     mountpoint = tmp_path / "mnt"
+    store = Path(os.environ["ACXFS_TRUST_DIR"])
     log = {"inside-the-mountpoint": mountpoint / "acxfs.log", "the-container": hello,
-           "a-hard-link": tmp_path / "log.txt"}[where]
+           "a-hard-link": tmp_path / "log.txt", "a-fifo": tmp_path / "log.fifo",
+           "in-the-trust-store": store / "keys" / "notes.log"}[where]
     if where == "a-hard-link":
         os.link(hello, log)
+    if where == "a-fifo":
+        os.mkfifo(log)
     before = hashlib.sha256(hello.read_bytes()).hexdigest()
     done = attempt_mount(hello, mountpoint, "--log-file", log, timeout=30)
     assert done.returncode == 2
@@ -462,6 +468,22 @@ def test_log_file_the_mount_would_write_into_is_refused(
     assert_nothing_left(mountpoint, hello)
     assert not mountpoint.exists()
     assert hashlib.sha256(hello.read_bytes()).hexdigest() == before
+
+
+def test_an_unusable_state_directory_is_one_line_before_anything_starts(
+    hello: Path, tmp_path: Path
+) -> None:
+    not_a_dir = tmp_path / "state-file"
+    not_a_dir.write_text("a file\n")
+    env = dict(os.environ, XDG_STATE_HOME=str(not_a_dir))
+    mountpoint = tmp_path / "mnt"
+    done = subprocess.run([*acxfs_command(), "mount", str(hello), str(mountpoint)], env=env,
+                          capture_output=True, text=True, timeout=30, check=False)
+    assert done.returncode == 2
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1 and "cannot use the state directory" in lines[0], lines
+    assert_nothing_left(mountpoint, hello)
+    assert not mountpoint.exists()
 
 
 def test_a_failed_mount_never_undoes_another_live_mount(hello: Path, tmp_path: Path) -> None:

@@ -167,6 +167,13 @@ def test_pack_never_replaces_its_signing_key_or_a_file_it_packs(run_cli, tmp_pat
         result = run_cli("pack", skill, "-o", output, "--publisher", PUB, "--key", key)
         assert result.code in (1, 2) and complaint in result.err, result.err
         assert result.err.count("\n") == 1
+    database = tmp_path / "important.db"  # SQLite, but not a cartridge
+    with sqlite3.connect(database) as conn:
+        conn.execute("CREATE TABLE notes (t)")
+    result = run_cli("pack", skill, "-o", database, "--publisher", PUB, "--key", key)
+    assert result.code == 2 and "is not a cartridge" in result.err
+    with sqlite3.connect(database) as conn:
+        assert conn.execute("SELECT name FROM sqlite_master").fetchall() == [("notes",)]
     assert key.read_text() == key_text
     assert (skill / "references" / "notes.md").read_bytes() == b"mine\n"
     assert not (skill / "new.acx").exists()

@@ -211,13 +211,38 @@ def _read(conn: sqlite3.Connection, path: str, limits: Limits) -> CartridgeRows:
     )
 
 
+_LIVE_TABLES = {"memory": ("memory", "id", "payload"),
+                "capability": ("capabilities", "id", "json"),
+                "cartridge": ("cartridge", "key", "value")}
+
+
 def _live_oids(conn: sqlite3.Connection, objects: tuple[ObjectRow, ...]) -> dict[str, str | None]:
-    """Re-hash what every non-sqlar ROM object covers (small text; never a file BLOB)."""
-    live: dict[str, str | None] = {}
+    """Re-hash what every non-sqlar ROM object covers (small text; never a file BLOB).
+
+    One scan per table, not one query per object: the tables need not have the standard's
+    primary keys, and a lookup per object would then scan the table each time."""
+    wanted: dict[str, set[str]] = {}
     for obj in objects:
-        if obj.zone == "rom" and obj.kind != "sqlar" and obj.source_ref not in live:
-            value = read_live_value(conn, obj.source_ref)
-            live[obj.source_ref] = None if value is None else "sha256:" + sha256(value).hexdigest()
+        if obj.zone == "rom" and obj.kind != "sqlar":
+            prefix, _, ident = obj.source_ref.partition(":")
+            wanted.setdefault(prefix, set()).add(ident)
+    values: dict[str, str] = {}
+    for prefix, idents in wanted.items():
+        if prefix not in _LIVE_TABLES:
+            continue
+        table, key, column = _LIVE_TABLES[prefix]
+        for ident, value in conn.execute(f"SELECT {key}, {column} FROM {table}"):
+            if ident in idents and isinstance(value, str):
+                values.setdefault(f"{prefix}:{ident}", value)  # duplicates were refused
+    live: dict[str, str | None] = {}
+    for prefix, idents in wanted.items():
+        for ident in idents:
+            ref = f"{prefix}:{ident}"
+            value = values.get(ref)
+            data = None if value is None else (
+                canonical_bytes({"key": ident, "value": value}) if prefix == "cartridge"
+                else value.encode("utf-8", "surrogatepass"))
+            live[ref] = None if data is None else "sha256:" + sha256(data).hexdigest()
     return live
 
 
@@ -450,25 +475,6 @@ def _read_skills(conn: sqlite3.Connection, limits: Limits) -> tuple[SkillIndexRo
 
 def _opt_str(value: object) -> str | None:
     return value if isinstance(value, str) else None
-
-
-def read_live_value(conn: sqlite3.Connection, source_ref: str) -> bytes | None:
-    """The live bytes a non-sqlar object's digest covers (spec section 4), or None if absent."""
-    prefix, _, ident = source_ref.partition(":")
-    if prefix == "memory":
-        row = conn.execute("SELECT payload FROM memory WHERE id=?", (ident,)).fetchone()
-    elif prefix == "capability":
-        row = conn.execute("SELECT json FROM capabilities WHERE id=?", (ident,)).fetchone()
-    elif prefix == "cartridge":
-        row = conn.execute("SELECT value FROM cartridge WHERE key=?", (ident,)).fetchone()
-        if row is None or not isinstance(row[0], str):
-            return None
-        return canonical_bytes({"key": ident, "value": row[0]})
-    else:
-        return None
-    if row is None or not isinstance(row[0], str):
-        return None
-    return row[0].encode("utf-8", "surrogatepass")
 
 
 class ConnectionPool:
