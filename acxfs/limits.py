@@ -18,6 +18,8 @@ class Limits:
     max_name_bytes: int = 4096  # one path, UTF-8
     max_segment_chars: int = 128  # one path segment (the path rule allows 1 + 127)
     max_depth: int = 64  # path segments
+    max_dir_path_bytes: int = 32 * 1024**2  # all distinct directory paths together, UTF-8
+    max_key_bytes: int = 64 * 1024  # an embedded public key PEM; an objects canon/source_ref
     max_file_bytes: int = 4 * 1024**3  # one file, uncompressed
     max_envelope_bytes: int = 1024**2  # the DSSE envelope text
     max_registry_bytes: int = 4 * 1024**2  # one trust registry file

@@ -1088,3 +1088,18 @@ def test_mounted_large_entry_streams_with_bounded_daemon_memory(
         peak_kib = int(next(ln for ln in status.splitlines() if ln.startswith("VmHWM")).split()[1])
         assert peak_kib * 1024 < BIG, f"daemon peak RSS {peak_kib} KiB"
 
+
+
+def test_manifest_larger_than_its_entries_need_is_refused_before_parsing(
+    run_cli, tmp_path: Path, trust_key: Path
+) -> None:
+    # A few KB of deflate can inflate to megabytes of JSON that parse into gigabytes of
+    # objects; a manifest only describes the package's entries and skills.
+    manifest = json.dumps(skill_manifest(DEMO_PAYLOAD)).encode()
+    padded = manifest[:-1] + b" " * (2 * 1024 * 1024) + b"}"
+    pkg = write_azp(tmp_path / "padded.azp", DEMO_PAYLOAD, padded)
+    result = run_cli("verify", pkg, "--trust-key", trust_key)
+    assert result.code == 6 and result.verdict.startswith(
+        "invalid / malformed - Manifest.json is larger than ")
+    fits = write_azp(tmp_path / "fits.azp", DEMO_PAYLOAD, manifest[:-1] + b" " * 4096 + b"}")
+    assert run_cli("verify", fits, "--trust-key", trust_key).code == 0

@@ -995,3 +995,51 @@ def test_missing_cartridge_is_a_usage_error(run_cli, tmp_path) -> None:
 
 def test_directory_instead_of_cartridge_is_a_usage_error(run_cli, tmp_path) -> None:
     assert_usage_error(run_cli("verify", tmp_path))
+
+
+# --- bounds applied before the work they bound (acxfs/limits.py) ------------------------------
+
+
+def _verdict_under(path: Path, **bounds: int) -> str:
+    from acxfs.cartridge import check_cartridge
+    from acxfs.limits import Limits
+    from acxfs.trust import TrustContext
+
+    return check_cartridge(str(path), TrustContext(), Limits(**bounds)).verdict.line
+
+
+def test_too_many_skill_index_rows_are_refused_before_they_are_read(make_cartridge) -> None:
+    cart = make_cartridge()
+    with sqlite3.connect(cart) as conn:  # the bound the other tables stay within
+        rows = max(conn.execute(f"SELECT count(*) FROM {table}").fetchone()[0]
+                   for table in ("sqlar", "cartridge", "memory", "capabilities", "objects"))
+    edit(cart, "WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < ?) "
+               "INSERT INTO acx_skill SELECT 'rom/x' || i, name, description, license, "
+               "compatibility, skill_version, body_tokens, content_sha256, resources, ext, "
+               "schema_version FROM acx_skill, n", (rows,))
+    assert _verdict_under(cart, max_entries=rows) == (
+        f"invalid / malformed - acx_skill has {rows + 1} rows, more than the limit of {rows}.")
+
+
+def test_an_oversized_skill_index_row_is_refused(make_cartridge) -> None:
+    cart = make_cartridge()
+    edit(cart, "UPDATE acx_skill SET description = ?", ("d" * 5000,))
+    line = _verdict_under(cart, max_meta_bytes=4096)
+    assert line.startswith("invalid / malformed - ") and "larger than the limit" in line
+
+
+def test_unshared_deep_directory_paths_are_bounded_together(make_cartridge) -> None:
+    # Each file under its own deep directory: every prefix is a distinct string the tree keeps.
+    deep = {f"rom/d{i}/" + "/".join(["s" * 100] * 20) + "/f.md": f"{i}\n".encode()
+            for i in range(20)}
+    cart = make_cartridge(files={**DEMO_FILES, **deep})
+    assert _verdict_under(cart, max_dir_path_bytes=64 * 1024).startswith(
+        "invalid / malformed - The directory paths together exceed the limit")
+    assert _verdict_under(cart).startswith("warning / portable")  # within the default bound
+
+
+def test_an_oversized_envelope_is_malformed_without_being_read_whole(make_cartridge) -> None:
+    cart = make_cartridge()
+    edit(cart, "UPDATE signatures SET envelope = envelope || ?", (" " * 5000,))
+    assert _verdict_under(cart, max_envelope_bytes=4096) == (
+        "invalid / tampered - Malformed DSSE envelope.")

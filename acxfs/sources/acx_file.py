@@ -204,7 +204,7 @@ def _read(conn: sqlite3.Connection, path: str, limits: Limits) -> CartridgeRows:
         save_files=tuple(row for row in files if row.name.startswith("save/")),
         dir_rows=dirs,
         objects=objects,
-        signature=_read_signature(conn),
+        signature=_read_signature(conn, limits),
         meta=_read_meta(conn, limits),
         skills=_read_skills(conn, limits),
         live_oids=_live_oids(conn, objects),
@@ -349,10 +349,13 @@ def _read_sqlar(
         ("SELECT sqlar_path FROM acx_skill GROUP BY sqlar_path HAVING count(*) > 1",
          lambda r: MalformedError(f"duplicate acx_skill row {r[0]!r}")),
         (" UNION ALL ".join(  # bytes, not characters: length() of text stops at a NUL
-            f"SELECT {key} FROM {table} WHERE length(CAST({column} AS BLOB)) > "
-            f"{int(limits.max_meta_bytes)}"
-            for table, key, column in (("cartridge", "key", "value"), ("memory", "id", "payload"),
-                                       ("capabilities", "id", "json"))
+            f"SELECT {key} FROM {table} WHERE {size} > {int(limits.max_meta_bytes)}"
+            for table, key, size in (
+                ("cartridge", "key", "length(CAST(value AS BLOB))"),
+                ("memory", "id", "length(CAST(payload AS BLOB))"),
+                ("capabilities", "id", "length(CAST(json AS BLOB))"),
+                ("acx_skill", "sqlar_path", _SKILL_ROW_BYTES),
+            )
         ),
          lambda r: LimitError(f"{r[0]!r} holds a value larger than the limit")),
     )
@@ -360,9 +363,27 @@ def _read_sqlar(
         found = conn.execute(query + " LIMIT 1").fetchone()
         if found is not None:
             raise error(found)
+    _check_counts(conn, limits)
     check_paths([row.name for row in files] + dirs, limits)
-    _check_conflicts(files, dirs)
+    _check_conflicts(files, dirs, limits)
     return tuple(files), tuple(dirs)
+
+
+# The text of one acx_skill row, all columns (an unsigned cache: never larger than a value).
+_SKILL_ROW_BYTES = " + ".join(
+    f"ifnull(length(CAST({column} AS BLOB)), 0)" for column in TABLE_COLUMNS["acx_skill"])
+
+
+def _check_counts(conn: sqlite3.Connection, limits: Limits) -> None:
+    """Row counts of the other tables acxfs reads, before any of their rows is fetched."""
+    bounds = {"objects": limits.max_objects, "cartridge": limits.max_entries,
+              "memory": limits.max_entries, "capabilities": limits.max_entries,
+              "acx_skill": limits.max_entries, "signatures": limits.max_entries}
+    counts = conn.execute(
+        "SELECT " + ", ".join(f"(SELECT count(*) FROM {table})" for table in bounds)).fetchone()
+    for (table, bound), count in zip(bounds.items(), counts, strict=True):
+        if count > bound:
+            raise LimitError(f"{table} has {count} rows, more than the limit of {bound}")
 
 
 def first_duplicate(items: list[str]) -> str | None:
@@ -393,13 +414,21 @@ def _sqlar_problem(conn: sqlite3.Connection, row: tuple[Any, ...]) -> AcxfsError
     return LimitError(f"{name!r}: {sz} bytes, more than the per-file limit")
 
 
-def _check_conflicts(files: list[SqlarRow], dirs: list[str]) -> None:
+def _check_conflicts(files: list[SqlarRow], dirs: list[str], limits: Limits) -> None:
+    """No name is both a file and a directory; the distinct directory paths (which the tree
+    keeps, one string each) stay within `limits.max_dir_path_bytes` together: deep, long and
+    unshared paths would otherwise multiply the file's size in memory before any check."""
     file_names = {row.name for row in files}
     parents: set[str] = set(dirs)
+    room = limits.max_dir_path_bytes - sum(map(len, dirs))  # paths are ASCII: chars are bytes
     for name in [*file_names, *dirs]:
         parent = name.rpartition("/")[0]
         while parent and parent not in parents:
             parents.add(parent)
+            room -= len(parent)
+            if room < 0:
+                raise LimitError("the directory paths together exceed the limit of "
+                                 f"{limits.max_dir_path_bytes} bytes")
             parent = parent.rpartition("/")[0]
     clash = file_names & parents
     if clash:
@@ -413,7 +442,9 @@ def _read_objects(conn: sqlite3.Connection, limits: Limits) -> tuple[ObjectRow, 
         "SELECT source_ref FROM objects WHERE typeof(oid) != 'text' OR typeof(kind) != 'text' "
         "OR typeof(source_ref) != 'text' OR typeof(canon) != 'text' OR typeof(zone) != 'text' "
         f"OR typeof(sz) != 'integer' OR kind NOT IN ({kinds}) OR zone NOT IN ('rom', 'save') "
-        "OR length(oid) != 71 OR substr(oid, 1, 7) != 'sha256:' OR oid != lower(oid) LIMIT 1"
+        "OR length(oid) != 71 OR substr(oid, 1, 7) != 'sha256:' OR oid != lower(oid) "
+        f"OR length(CAST(canon AS BLOB)) > {int(limits.max_key_bytes)} "
+        f"OR length(CAST(source_ref AS BLOB)) > {int(limits.max_key_bytes)} LIMIT 1"
     ).fetchone()
     if bad is not None:
         raise MalformedError(f"objects row {bad[0]!r} has a missing, mistyped or malformed column")
@@ -431,9 +462,14 @@ def _read_objects(conn: sqlite3.Connection, limits: Limits) -> tuple[ObjectRow, 
     return tuple(rows)
 
 
-def _read_signature(conn: sqlite3.Connection) -> SignatureRow | None:
+def _read_signature(conn: sqlite3.Connection, limits: Limits) -> SignatureRow | None:
+    # Each column is cut one past its bound, so an oversized value is refused by the check
+    # that reads it (the envelope's size check, the PEM parser) without being copied whole.
+    cut, envelope_cut = limits.max_key_bytes + 1, limits.max_envelope_bytes + 1
     row = conn.execute(
-        "SELECT sig_id, manifest_hash, envelope, keyid, public_key_pem, created_at "
+        f"SELECT substr(sig_id, 1, {cut}), substr(manifest_hash, 1, {cut}), "
+        f"substr(envelope, 1, {envelope_cut}), substr(keyid, 1, {cut}), "
+        f"substr(public_key_pem, 1, {cut}), substr(created_at, 1, {cut}) "
         "FROM signatures WHERE target='rom-manifest' ORDER BY created_at DESC LIMIT 1"
     ).fetchone()
     if row is None:

@@ -570,7 +570,16 @@ def _manifest(report: AzpReport, fd: int, limits: Limits) -> bytes:
     member = report.members.get(MANIFEST)
     if member is None:
         raise _malformed("manifest.json is missing")
-    return read_small(fd, member, limits.max_manifest_bytes, limits)
+    # The manifest describes the package's entries (a name and a digest each) and its skills:
+    # it never needs much more than that. Bounding it by them keeps a small package from
+    # inflating a manifest that parses into gigabytes of JSON objects.
+    need = MANIFEST_BASE_BYTES + sum(len(name) + MANIFEST_BYTES_PER_ENTRY
+                                     for name in report.members)
+    return read_small(fd, member, min(limits.max_manifest_bytes, need), limits)
+
+
+MANIFEST_BASE_BYTES = 1024 * 1024  # skill list, descriptions, compat and other fields
+MANIFEST_BYTES_PER_ENTRY = 256  # a file's digest, quotes and separators, generously
 
 
 def _signer(report: AzpReport, fd: int, manifest: bytes, limits: Limits) -> Signer | None:
