@@ -141,10 +141,7 @@ class VerifiedCartridge:
     @property
     def skills(self) -> tuple[str, ...]:
         """Skill directories under rom/skills (chosen by signed paths, never by index names)."""
-        return tuple(
-            name for name in self.tree.list("rom/skills")
-            if (e := self.tree.lookup(f"rom/skills/{name}/SKILL.md")) and not e.is_dir
-        )
+        return self.tree.skills("rom/skills")
 
 
 @dataclass(frozen=True)

@@ -146,7 +146,9 @@ def build_parser() -> argparse.ArgumentParser:
              cmd_trust_add)
     q.add_argument("source", metavar="CART|PKG|PUB.pem")
     q.add_argument("--publisher", metavar="ID",
-                   help="publisher the key is trusted for (default: the signed publisher)")
+                   help="publisher the key is trusted for (default: a container's signed "
+                   "publisher; for a key file, any publisher, which is refused when the key is "
+                   "already pinned for one)")
     _sub(trust_subs, "list", "list pinned keys", "acxfs trust list", cmd_trust_list)
     q = _sub(trust_subs, "remove", "remove a pinned key", "acxfs trust remove ed25519:ab12...",
              cmd_trust_remove)
@@ -337,11 +339,10 @@ def cmd_extract(args: argparse.Namespace) -> int:
         root = ""
         if args.skill:
             root = f"{source.skills_root}/{args.skill}"
-            entry = source.tree.lookup(root)
-            if entry is None or not entry.is_dir:
-                have = ", ".join(source.tree.list(source.skills_root))
-                raise EnvironmentProblem(
-                    f"no skill {args.skill!r} in {args.container} (skills: {have})")
+            skills = source.tree.skills(source.skills_root)
+            if args.skill not in skills:
+                raise EnvironmentProblem(f"no skill {args.skill!r} in {args.container} "
+                                         f"(skills: {', '.join(skills) or 'none'})")
         made = make_dirs(dest.parent)
         try:
             staging = Path(tempfile.mkdtemp(prefix=f".{dest.name}.acxfs-", dir=dest.parent))
@@ -435,9 +436,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(verdict.line, file=sys.stderr)
         from acxfs.daemon_cli import advice
 
-        mounting = getattr(args, "handler", None) is not None and \
-            args.handler.__name__ == "cmd_mount"
-        for line in advice(verdict, getattr(args, "container", ""), mounting):
+        for line in advice(verdict, getattr(args, "container", ""),
+                           getattr(args, "mounting", False)):
             print(v.printable(line), file=sys.stderr)
         return verdict.exit_code
     except TamperError as exc:

@@ -349,44 +349,41 @@ def _stop_failed_daemon(pid: int, mountpoint: str, grace: float = 5.0) -> None:
     if state is not None:
         clear_state(mountpoint)  # ours: a daemon killed before its own clean-up leaves it
     if state is not None and is_mounted(mountpoint):
-        tool = shutil.which("fusermount") or shutil.which("fusermount3")
-        commands = [[tool, "-uz", mountpoint]] if tool else []
-        if os.geteuid() == 0:
-            commands.append(["umount", "-l", mountpoint])
-        for command in commands:
-            done = subprocess.run(command, capture_output=True, check=False)
-            if done.returncode == 0 and not is_mounted(mountpoint):
-                break
+        _detach(mountpoint, lazy_only=True)
 
 
-def check_side_files(mountpoint: str, inputs: list[str], log_file: Path | None) -> None:
+def check_side_files(mountpoint: str, inputs: list[str], log_file: Path | None,
+                     log_label: str = "--log-file") -> None:
     """Refuse a log file or state directory the mount would have to write into itself (the
     daemon's first write would wait on its own mount forever), and a log file that is one of
     the files the command reads."""
-    inside = canonical(mountpoint)
-    for what, path in (("--log-file", log_file), ("the state directory", state_dir())):
-        if path is None:
-            continue
-        real = os.path.realpath(path)
-        if real == inside or real.startswith(inside.rstrip("/") + "/"):
+    for what, path in (("the state directory", state_dir()), (log_label, log_file)):
+        if path is not None and _within(path, canonical(mountpoint)):
             raise EnvironmentProblem(f"{what} {path} is inside the mountpoint {mountpoint}: "
                                      "the daemon cannot write into its own mount")
     if log_file is not None:
         for item in inputs:
             if _same_file(item, log_file):
-                raise EnvironmentProblem(f"--log-file {log_file} is an input of this command "
+                raise EnvironmentProblem(f"{log_label} {log_file} is an input of this command "
                                          f"({item}); acxfs never writes to what it reads")
-        store = os.path.realpath(trust_dir())
-        if os.path.realpath(log_file).startswith(store.rstrip("/") + "/"):
-            raise EnvironmentProblem(f"--log-file {log_file} is inside the trust store {store}; "
-                                     "acxfs never writes to what it reads")
+        if _within(log_file, trust_dir()):
+            raise EnvironmentProblem(f"{log_label} {log_file} is inside the trust store "
+                                     f"{trust_dir()}; acxfs never writes to what it reads")
+        if _within(log_file, state_dir() / "mounts"):
+            raise EnvironmentProblem(f"{log_label} {log_file} is inside acxfs's mount records "
+                                     f"{state_dir() / 'mounts'}")
         if os.path.lexists(log_file) and not os.path.isfile(log_file):
-            raise EnvironmentProblem(f"--log-file {log_file} is not a regular file")
+            raise EnvironmentProblem(f"{log_label} {log_file} is not a regular file")
     try:  # the daemon records its mount there as it starts: a failure then would hang it
         (state_dir() / "mounts").mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         raise EnvironmentProblem(f"cannot use the state directory {state_dir()} "
                                  f"({exc.strerror})") from exc
+
+
+def _within(path: str | Path, directory: str | Path) -> bool:
+    """`path` is `directory` or lies under it, both resolved (symlinks included)."""
+    return Path(os.path.realpath(path)).is_relative_to(os.path.realpath(directory))
 
 
 def _same_file(a: str | Path, b: str | Path) -> bool:
@@ -443,19 +440,10 @@ def umount(mountpoint: str, timeout: float = 15.0) -> str:
     if os.geteuid() != 0 and owner is not None and owner != os.geteuid():
         raise EnvironmentProblem(f"{mountpoint} was mounted by another user (uid {owner}); "
                                  "only that user or root can unmount it")
-    tool = shutil.which("fusermount") or shutil.which("fusermount3")
-    commands = [[tool, "-u", mountpoint], [tool, "-uz", mountpoint]] if tool else []
-    if os.geteuid() == 0:
-        commands.append(["umount", "-l", mountpoint])
-    last = ""
-    for command in commands:
-        done = subprocess.run(command, capture_output=True, text=True, check=False)
-        if done.returncode == 0 and not is_mounted(mountpoint):
-            break
-        last = (done.stderr or done.stdout).strip()
-    else:
-        raise EnvironmentProblem(f"cannot unmount {mountpoint}: {last or 'unknown error'}")
-    if "-uz" in command or "-l" in command:  # detached lazily: files still open keep the daemon
+    lazy, problem = _detach(mountpoint)
+    if problem is not None:
+        raise EnvironmentProblem(f"cannot unmount {mountpoint}: {problem}")
+    if lazy:  # detached lazily: files still open keep the daemon
         timeout = min(timeout, 1.0)
     lingering = ""
     if state is not None:
@@ -469,6 +457,23 @@ def umount(mountpoint: str, timeout: float = 15.0) -> str:
             lingering = (f" (detached while files were open: daemon {state.pid} serves them "
                          "until they are closed, then exits)")
     return f"unmounted {mountpoint}{lingering}"
+
+
+def _detach(mountpoint: str, lazy_only: bool = False) -> tuple[bool, str | None]:
+    """Unmount with fusermount (plainly, then lazily) or, as root, `umount -l`.  Returns
+    (whether it took a lazy detach, the last tool's complaint if nothing worked)."""
+    tool = shutil.which("fusermount") or shutil.which("fusermount3")
+    commands = ([] if lazy_only else [[tool, "-u", mountpoint]]) if tool else []
+    commands += [[tool, "-uz", mountpoint]] if tool else []
+    if os.geteuid() == 0:
+        commands.append(["umount", "-l", mountpoint])
+    last = "no fusermount, and umount -l needs root"
+    for command in commands:
+        done = subprocess.run(command, capture_output=True, text=True, check=False)
+        if done.returncode == 0 and not is_mounted(mountpoint):
+            return command[1] in ("-uz", "-l"), None
+        last = (done.stderr or done.stdout).strip() or "unknown error"
+    return False, last
 
 
 def _alive(pid: int) -> bool:

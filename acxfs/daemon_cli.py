@@ -45,10 +45,7 @@ def advice(verdict: v.Verdict, container: str, mounting: bool = True) -> list[st
 def _choose_view(args: argparse.Namespace, source: Any, announce: Callable[[str], None]) -> tuple[
         str, str]:
     skills_root: str = source.skills_root
-    # A skill is a directory holding a SKILL.md file (by signed paths, never by index rows).
-    skills = [n for n in source.tree.list(skills_root)
-              if (e := source.tree.lookup(f"{skills_root}/{n}")) and e.is_dir
-              and (md := source.tree.lookup(f"{skills_root}/{n}/SKILL.md")) and not md.is_dir]
+    skills = source.tree.skills(skills_root)
     if args.skill and args.skills:
         raise EnvironmentProblem("give --skill NAME or --skills, not both")
     if args.skill:
@@ -88,7 +85,7 @@ def cmd_mount(args: argparse.Namespace) -> int:
     from acxfs.errors import UntrustedError
 
     daemon.check_side_files(args.mountpoint, [container, *args.registry, *args.trust_key],
-                            log_file)
+                            log_file, "--log-file" if args.log_file else "the log file")
     try:
         source, verdict = open_source(container, _trust(args), args.min_trust,
                                       with_save=args.with_save)
@@ -167,6 +164,7 @@ def add_commands(subs: Any, sub: Any, trust_options: Any, policy_options: Any) -
     p = sub(subs, "mount", "verify a container, then mount it read-only (FUSE)",
             "acxfs mount research.acx ~/.claude/skills/expertise-designer\n"
             "  acxfs mount research.acx /mnt/r --skills --min-trust portable", cmd_mount)
+    p.set_defaults(mounting=True)  # refusals then say "will not be mounted"
     p.add_argument("container", metavar="CART")
     p.add_argument("mountpoint", metavar="MOUNTPOINT")
     view = p.add_argument_group("view (default: the whole container, or the skill named like "
@@ -178,7 +176,8 @@ def add_commands(subs: Any, sub: Any, trust_options: Any, policy_options: Any) -
     view.add_argument("--root-view", action="store_true",
                       help="mount the whole container even inside a skills/ directory")
     view.add_argument("--with-save", action="store_true",
-                      help="add the unsigned SAVE zone as save/ (explicit opt-in)")
+                      help="add the unsigned SAVE zone as save/ (explicit opt-in; whole-"
+                      "container view of a cartridge only)")
     p.add_argument("-f", "--foreground", action="store_true", help="stay attached until unmounted")
     p.add_argument("--backend", choices=fuse_backend.BACKENDS, default=fuse_backend.DEFAULT_BACKEND,
                    help="FUSE library: libfuse2 through fusepy (default) or libfuse3 through "
@@ -186,11 +185,13 @@ def add_commands(subs: Any, sub: Any, trust_options: Any, policy_options: Any) -
                    "faster cold directory listings)")
     p.add_argument("--log-file", metavar="PATH",
                    help="log refusals, tampering, start and stop (default: "
-                   "$XDG_STATE_HOME/acxfs/acxfs.log)")
+                   "$XDG_STATE_HOME/acxfs/acxfs.log); a regular file outside the mountpoint, "
+                   "the trust store and acxfs's mount records, and none of the inputs")
     policy_options(p)
     trust_options(p)
 
-    p = sub(subs, "umount", "unmount an acxfs mount (also a stale one) and stop its daemon",
+    p = sub(subs, "umount", "unmount an acxfs mount (also a stale one) and stop its daemon "
+            "(with files still open: detach it; the daemon serves them until they are closed)",
             "acxfs umount ~/.claude/skills/expertise-designer", cmd_umount)
     p.add_argument("mountpoint", metavar="MOUNTPOINT")
     sub(subs, "status", "list live acxfs mounts with their container, view and verdict",

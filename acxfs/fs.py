@@ -24,8 +24,6 @@ from acxfs.verdict import Verdict
 
 F = TypeVar("F", bound=Callable[..., Any])
 BLOCK = 128 * 1024
-XATTR_ROOT = ("user.acx.trust", "user.acx.verdict", "user.acx.keyid", "user.acx.claimed_keyid",
-              "user.acx.publisher", "user.acx.stats")
 
 
 class FuseOSError(OSError):

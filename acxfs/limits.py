@@ -1,7 +1,10 @@
 """Every bound acxfs applies to untrusted input, in one place.
 
-A container that exceeds a bound is refused as malformed with a message naming the bound;
+A container that exceeds a bound is refused as malformed (most messages name the bound);
 nothing is allocated in proportion to a size an attacker wrote before it was checked here.
+The signature row's text columns are read cut one past `max_key_bytes` (the envelope past
+`max_envelope_bytes`), so an oversized one fails the check that reads it (an envelope is
+malformed, a PEM key is no key) without being copied whole.
 """
 
 from __future__ import annotations
@@ -19,7 +22,7 @@ class Limits:
     max_segment_chars: int = 128  # one path segment (the path rule allows 1 + 127)
     max_depth: int = 64  # path segments
     max_dir_path_bytes: int = 32 * 1024**2  # all distinct directory paths together, UTF-8
-    max_key_bytes: int = 64 * 1024  # an embedded public key PEM; an objects canon/source_ref
+    max_key_bytes: int = 64 * 1024  # a signature row's columns; an objects canon/source_ref
     max_file_bytes: int = 4 * 1024**3  # one file, uncompressed
     max_envelope_bytes: int = 1024**2  # the DSSE envelope text
     max_registry_bytes: int = 4 * 1024**2  # one trust registry file

@@ -190,7 +190,7 @@ def _oid(data: bytes) -> str:
 def check_output(output: Path, skill_dirs: Sequence[Path]) -> None:
     """Refuse an output that would land in a skill being packed or replace a file that is not
     a cartridge (a signing key, a note, anything else the user did not mean to lose)."""
-    target = output.resolve()
+    target = Path(os.path.realpath(output))  # never raises on a symlink loop
     for skill_dir in skill_dirs:
         if target.is_relative_to(skill_dir.resolve()):
             raise PackError(f"{output} is inside the skill directory {skill_dir}; write the "
@@ -306,7 +306,7 @@ def _write(
     index: list[IndexRow], envelope: str, rom_hash: str, key: PrivateKey, signed_at: str,
     mtime: int, deflate: Deflate, sqlar_dirs: bool,
 ) -> None:
-    output = output.resolve()
+    output = Path(os.path.realpath(output))
     if output.is_dir():
         raise EnvironmentProblem(f"{output}: is a directory")
     try:

@@ -296,13 +296,28 @@ def load_trust(
     return ctx
 
 
+def _read_pin(path: Path) -> dict[str, object]:
+    """A pin file's JSON object (strict: one meaning per key), or ValueError/OSError."""
+    with open_input(path) as handle:
+        data = handle.read(PIN_BYTES + 1)
+    if len(data) > PIN_BYTES:
+        raise ValueError(f"larger than {PIN_BYTES} bytes")
+    doc = strict_json.loads(data.decode("utf-8"))
+    if not isinstance(doc, dict):
+        raise ValueError("not a JSON object")
+    return doc
+
+
+PIN_BYTES = 64 * 1024  # a pin holds one PEM key and a few short fields
+
+
 def _load_pin(path: Path) -> Pin:
     try:
-        with open_input(path) as handle:
-            doc = strict_json.loads(handle.read(64 * 1024).decode("utf-8"))
-        if not isinstance(doc, dict):
-            raise ValueError("not a JSON object")
-        key = public_key_from_pem(doc["publicKeyPem"])
+        doc = _read_pin(path)
+        for field_name in ("keyid", "publicKeyPem"):
+            if not isinstance(doc.get(field_name), str):
+                raise ValueError(f"{field_name} is missing or not a string")
+        key = public_key_from_pem(str(doc["publicKeyPem"]))
         if key.keyid != doc["keyid"]:
             raise ValueError("keyid does not match its key")
         # Any publisher only when the pin says so (null): a pin that lost the field must not
@@ -347,11 +362,10 @@ def remove_pin(keyid: str, store: Path | None = None) -> bool:
     removed = False
     for path in sorted((store / "pins").glob("*.json")):
         try:
-            with open_input(path) as handle:
-                doc = json.loads(handle.read(64 * 1024).decode("utf-8"))
+            doc = _read_pin(path)
         except (OSError, ValueError, RecursionError):
             continue  # not a pin acxfs could load either
-        if isinstance(doc, dict) and doc.get("keyid") == keyid:
+        if doc.get("keyid") == keyid:
             with contextlib.suppress(FileNotFoundError):
                 path.unlink()
                 removed = True

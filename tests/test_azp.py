@@ -681,19 +681,21 @@ def test_payload_digest_mismatch_is_tampered_on_deep_verify_and_read(
     assert (good.code, good.out) == (0, SKILL_MD.decode())
 
 
-def test_payload_emptied_under_its_signed_digest_is_tampered_without_a_read(
+def test_payload_emptied_under_its_signed_digest_never_reads_as_intact(
     run_cli, tmp_path: Path, trust_key: Path
 ) -> None:
-    # An empty entry is never read through a mount (its size says there is nothing), so the
-    # shallow check compares its signed digest with that of no bytes.
+    # An .azp entry's size is the unsigned central directory's: one shrunk to 0 is caught like
+    # any other digest mismatch (deep check, cat; a mount checks empty files when stat'ed).
     manifest = skill_manifest(DEMO_PAYLOAD)
     pkg = write_azp(tmp_path / "emptied.azp", {**DEMO_PAYLOAD, GUIDE: b""}, manifest)
-    result = run_cli("verify", pkg, "--trust-key", trust_key)
-    assert (result.code, result.verdict) == (5, TAMPERED + (
+    deep = run_cli("verify", "--deep", pkg, "--trust-key", trust_key)
+    assert (deep.code, deep.verdict) == (5, TAMPERED + (
         f"Digest mismatch: '{GUIDE}' differs from its manifest digest."))
+    cat = run_cli("cat", pkg, GUIDE, "--trust-key", trust_key)
+    assert cat.code == 5 and cat.out == ""
     empty_ok = skill_manifest({**DEMO_PAYLOAD, GUIDE: b""})
     intact = write_azp(tmp_path / "empty.azp", {**DEMO_PAYLOAD, GUIDE: b""}, empty_ok)
-    assert run_cli("verify", intact, "--trust-key", trust_key).code == 0
+    assert run_cli("verify", "--deep", intact, "--trust-key", trust_key).code == 0
 
 
 def test_zip64_header_offset_past_the_file_is_malformed_not_a_crash(tmp_path: Path) -> None:

@@ -180,6 +180,11 @@ def test_pack_never_replaces_its_signing_key_or_a_file_it_packs(run_cli, tmp_pat
     out = tmp_path / "x.acx"  # a cartridge is replaced by a new one, as before
     assert run_cli("pack", skill, "-o", out, "--publisher", PUB, "--key", key).code == 0
     assert run_cli("pack", skill, "-o", out, "--publisher", PUB, "--key", key).code == 0
+    loop = tmp_path / "loop.acx"
+    loop.symlink_to(loop)  # resolving it never ends (Path.resolve raised RuntimeError)
+    result = run_cli("pack", skill, "-o", loop, "--publisher", PUB, "--key", key)
+    assert result.code == 0 and not loop.is_symlink()  # the dangling link gave way, as any does
+    assert run_cli("verify", loop, "--trust-key", key.with_name("k.pub.pem")).code == 0
 
 
 def test_keygen_writes_a_private_key_only_its_owner_reads(run_cli, tmp_path) -> None:

@@ -131,6 +131,10 @@ def test_extract_refuses_an_existing_destination(run_cli, make_cartridge, truste
 
 def test_extract_makes_a_tree_others_can_read(run_cli, make_cartridge, trusted_registry,
                                               tmp_path) -> None:
+    notes = make_cartridge("notes.acx", files={**DEMO_FILES, "rom/skills/notes/a.md": b"a\n"})
+    refused = run_cli("extract", notes, tmp_path / "n", "--skill", "notes",
+                      "--registry", trusted_registry)  # no SKILL.md: not a skill, as for mount
+    assert refused.code == 2 and "(skills: demo-skill)" in refused.err
     dest = tmp_path / "out"
     assert run_cli("extract", make_cartridge(), dest, "--registry", trusted_registry).code == 0
     modes = {p.stat().st_mode & 0o777 for p in [dest, *dest.rglob("*")] if p.is_dir()}

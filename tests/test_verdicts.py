@@ -388,6 +388,10 @@ def test_a_pin_that_lost_its_publisher_is_unusable_not_trusted_for_all(
         pin.write_text(text)
         result = run_cli("verify", make_cartridge())
         assert result.code == 2 and "is unusable" in result.err, result.err
+    for text in ('{"keyid": "x", "publicKeyPem": 5, "publisherId": null}', '{"keyid": "x"}'):
+        pin.write_text(text)  # a key that is not a string, or none: one line, no traceback
+        result = run_cli("trust", "list")
+        assert result.code == 2 and "publicKeyPem is missing or not a string" in result.err
 
 
 def test_trust_remove_removes_every_copy_of_the_pin(

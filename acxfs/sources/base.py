@@ -60,6 +60,15 @@ class Tree:
         """The entry `name` inside directory `path` ('' is the root)."""
         return self.entries.get(f"{path}/{name}" if path else name)
 
+    def skills(self, skills_root: str) -> tuple[str, ...]:
+        """The skills under `skills_root`: directories holding a SKILL.md file (chosen by
+        their paths in this verified tree, never by an index)."""
+        return tuple(
+            name for name in self.list(skills_root)
+            if (e := self.child(skills_root, name)) and e.is_dir
+            and (md := self.child(f"{skills_root}/{name}", "SKILL.md")) and not md.is_dir
+        )
+
     def files(self, prefix: str = "") -> Iterator[Entry]:
         """Every file at or below `prefix`, in path order."""
         for path in sorted(self.entries):
