@@ -261,8 +261,8 @@ def _check_tables(conn: sqlite3.Connection) -> None:
             raise MalformedError(f"missing table {table}")
         kind, sql = found[table]
         if kind != "table" or sql.lstrip().upper().startswith("CREATE VIRTUAL"):
-            raise MalformedError(f"{table} is a {kind if kind != 'table' else 'virtual table'}, "
-                                 "not a table")
+            what = kind if kind != "table" else "virtual table"
+            raise MalformedError(f"table {table} is a {what}, not a plain table")
         info = conn.execute(f'PRAGMA table_xinfo("{table}")').fetchall()
         names = [row[1] for row in info]
         if any(row[6] != 0 for row in info):
