@@ -668,7 +668,10 @@ def _deep_check(report: AzpReport, handle: BinaryIO, limits: Limits) -> None:
         except TamperError as exc:
             report.verdict = v.Verdict(
                 "tampered", f"Digest mismatch: {entry.path!r} differs from its manifest digest.")
-            report.warnings.append(f"{entry.path!r} {str(exc).removeprefix(entry.path + ' ')}")
+            problem = str(exc).removeprefix(entry.path + " ")
+            if not report.signed:  # the digest is the manifest's, and nothing signed it
+                problem = problem.replace("its signed sha256", "its manifest digest (unsigned)")
+            report.warnings.append(f"{entry.path!r} {problem}")
             report.package = None
             return
 
