@@ -11,6 +11,7 @@ verification.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import hmac
 import itertools
@@ -427,9 +428,10 @@ class ContentStore:
         except BaseException as exc:
             tamper = exc if isinstance(exc, TamperError) else None
             self._land(path, flight, weight, None, tamper)
+            flight.fail(exc)  # first: readers waiting on this check must wake whatever follows
             if tamper is not None and self._on_tamper is not None:
-                self._on_tamper(tamper)
-            flight.fail(exc)
+                with contextlib.suppress(Exception):  # reporting never breaks serving
+                    self._on_tamper(tamper)
             raise
         self._land(path, flight, weight, blob, None)
         flight.succeed(blob)

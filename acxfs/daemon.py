@@ -60,7 +60,8 @@ def log_line(log_file: Path | None, message: str) -> None:
                      | os.O_CLOEXEC, 0o644)
         try:
             if stat.S_ISREG(os.fstat(fd).st_mode):
-                os.write(fd, f"{stamp} [{os.getpid()}] {message}\n".encode())
+                os.write(fd, f"{stamp} [{os.getpid()}] {message}\n".encode("utf-8",
+                                                                              "backslashreplace"))
         finally:
             os.close(fd)
 
@@ -79,7 +80,7 @@ class MountState:
 
 def _state_path(mountpoint: str) -> Path:
     # Never resolve a path inside a live mount from its own daemon: that would deadlock.
-    key = hashlib.sha256(canonical(mountpoint).encode()).hexdigest()[:24]
+    key = hashlib.sha256(os.fsencode(canonical(mountpoint))).hexdigest()[:24]
     return state_dir() / "mounts" / f"{key}.json"
 
 
@@ -104,39 +105,51 @@ def clear_state(mountpoint: str) -> None:
         _state_path(mountpoint).unlink()
 
 
-def _unescape(field: str) -> str:
-    out, i = [], 0
+def _unescape(field: bytes) -> str:
+    """A /proc/mounts field: octal escapes (the kernel writes space, tab, newline and
+    backslash as \\ooo) undone, then decoded as the file system would (surrogateescape)."""
+    out, i = bytearray(), 0
     while i < len(field):
-        if field[i] == "\\" and i + 3 < len(field) and field[i + 1 : i + 4].isdigit():
-            out.append(chr(int(field[i + 1 : i + 4], 8)))
+        if field[i] == 0x5C and field[i + 1 : i + 4].isdigit() and len(field[i + 1 : i + 4]) == 3:
+            out.append(int(field[i + 1 : i + 4], 8) & 0xFF)
             i += 4
         else:
             out.append(field[i])
             i += 1
-    return "".join(out)
+    return os.fsdecode(bytes(out))
+
+
+def _proc_mounts() -> list[tuple[str, str, str, str]]:
+    """(source, mountpoint, type, options) of every mount.  Read as bytes and split only on
+    the single spaces and newlines the kernel writes: a mountpoint may hold any other byte,
+    including ones Python's str.split() or a UTF-8 decoder would trip over."""
+    try:
+        with open("/proc/mounts", "rb") as handle:
+            data = handle.read()
+    except OSError:
+        return []
+    rows = []
+    for line in data.split(b"\n"):
+        parts = line.split(b" ")
+        if len(parts) >= 4:
+            rows.append((_unescape(parts[0]), _unescape(parts[1]), _unescape(parts[2]),
+                         _unescape(parts[3])))
+    return rows
 
 
 def live_mounts() -> list[tuple[str, str]]:
     """(fsname, mountpoint) of every acxfs mount in /proc/mounts."""
-    found = []
-    with contextlib.suppress(OSError), open("/proc/mounts", encoding="utf-8") as handle:
-        for line in handle:
-            parts = line.split()
-            if len(parts) >= 3 and parts[2] == FSTYPE:
-                found.append((_unescape(parts[0]), _unescape(parts[1])))
-    return found
+    return [(source, point) for source, point, kind, _ in _proc_mounts() if kind == FSTYPE]
 
 
 def _mount_owner(mountpoint: str) -> int | None:
     """The uid FUSE records for the mount at `mountpoint` (its `user_id=` option)."""
     wanted = canonical(mountpoint)
-    with contextlib.suppress(OSError), open("/proc/mounts", encoding="utf-8") as handle:
-        for line in handle:
-            parts = line.split()
-            if len(parts) >= 4 and parts[2] == FSTYPE and _unescape(parts[1]) == wanted:
-                for option in parts[3].split(","):
-                    if option.startswith("user_id=") and option[8:].isdigit():
-                        return int(option[8:])
+    for _, point, kind, options in _proc_mounts():
+        if kind == FSTYPE and point == wanted:
+            for option in options.split(","):
+                if option.startswith("user_id=") and option[8:].isdigit():
+                    return int(option[8:])
     return None
 
 
@@ -148,12 +161,7 @@ def canonical(mountpoint: str) -> str:
 
 def is_mounted(mountpoint: str) -> bool:
     real = canonical(mountpoint)
-    with contextlib.suppress(OSError), open("/proc/mounts", encoding="utf-8") as handle:
-        for line in handle:
-            parts = line.split()
-            if len(parts) >= 2 and _unescape(parts[1]) == real:
-                return True
-    return False
+    return any(point == real for _, point, _, _ in _proc_mounts())
 
 
 def prepare_mountpoint(
@@ -161,6 +169,11 @@ def prepare_mountpoint(
 ) -> list[str] | None:
     """Check (or create) an empty directory to mount on.  None when it existed; otherwise the
     parents acxfs had to create for it, outermost first (removed again at unmount)."""
+    try:
+        os.path.abspath(mountpoint).encode("utf-8")
+    except UnicodeEncodeError as exc:  # the FUSE bindings pass the path to libfuse as UTF-8
+        raise EnvironmentProblem(f"{mountpoint!r} is not a UTF-8 path; acxfs can only mount on "
+                                 "UTF-8 paths") from exc
     if is_mounted(mountpoint):
         raise EnvironmentProblem(f"{mountpoint} is already a mount point")
     if not os.path.exists("/dev/fuse"):
@@ -257,7 +270,10 @@ def mount(
         try:
             serve(source, store, verdict, root, mountpoint, container, log_file, ready, backend)
         except RuntimeError as exc:
-            raise EnvironmentProblem(f"mount failed on {mountpoint} ({exc})") from exc
+            # libfuse3 reports 8 when a signal (Ctrl-C, SIGTERM, SIGHUP) ended its loop: that
+            # is the stop the user asked for once the mount is gone.
+            if not (str(exc) == "8" and backend == "libfuse3" and not is_mounted(mountpoint)):
+                raise EnvironmentProblem(f"mount failed on {mountpoint} ({exc})") from exc
         finally:
             cleanup()
         return 0

@@ -80,7 +80,7 @@ def cmd_mount(args: argparse.Namespace) -> int:
     log_file = Path(args.log_file).absolute() if args.log_file else daemon.default_log_file()
 
     def announce(message: str) -> None:
-        print(message, file=sys.stderr)
+        print(v.printable(message), file=sys.stderr)
 
     from acxfs.errors import UntrustedError
 
@@ -137,7 +137,7 @@ def cmd_mount(args: argparse.Namespace) -> int:
 def cmd_umount(args: argparse.Namespace) -> int:
     from acxfs import daemon
 
-    print(daemon.umount(args.mountpoint))
+    print(v.printable(daemon.umount(args.mountpoint)))
     return 0
 
 
@@ -148,15 +148,17 @@ def cmd_status(args: argparse.Namespace) -> int:
     if not mounts:
         print("no acxfs mounts")
         return 0
-    for fsname, mountpoint in mounts:
+    for fsname, mountpoint in mounts:  # names any user chose: printed with escapes
         state = daemon.read_state(mountpoint)
-        container = fsname.removeprefix("acxfs:")
+        shown = v.printable(mountpoint)
+        container = v.printable(fsname.removeprefix("acxfs:"))
         if state is None:
-            print(f"{mountpoint}  {container}  (no state: started by another user or stale)")
+            print(f"{shown}  {container}  (no state: started by another user or stale)")
             continue
         alive = "running" if daemon._alive(state.pid) else "STALE (daemon gone; acxfs umount)"
-        print(f"{mountpoint}  {state.container}  view={state.view}  pid={state.pid} {alive}")
-        print(f"  {state.verdict}")
+        print(f"{shown}  {v.printable(state.container)}  view={state.view}  pid={state.pid} "
+              f"{alive}")
+        print(f"  {v.printable(state.verdict)}")
     return 0
 
 

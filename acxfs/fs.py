@@ -13,6 +13,7 @@ import errno
 import functools
 import json
 import os
+import stat
 from collections.abc import Callable
 from typing import Any, TypeVar
 
@@ -24,6 +25,7 @@ from acxfs.verdict import Verdict
 
 F = TypeVar("F", bound=Callable[..., Any])
 BLOCK = 128 * 1024
+DIRECTORY = stat.S_IFDIR | 0o555
 
 
 class FuseOSError(OSError):
@@ -76,7 +78,7 @@ class AcxOperations:
         self._on_ready = on_ready
         self._uid, self._gid = os.getuid(), os.getgid()
         self._attrs: dict[str, dict[str, int]] = {}
-        self._listings: dict[str, list[tuple[str, dict[str, int] | None]]] = {}
+        self._listings: dict[str, list[tuple[str, dict[str, int] | None, int]]] = {}
         self._usage: tuple[int, int] | None = None  # (bytes, entries), on first statfs
 
     def __call__(self, op: str, *args: Any) -> Any:
@@ -144,7 +146,7 @@ class AcxOperations:
         return [".", "..", *self.tree.list(entry.path)]
 
     @_guard
-    def readdir_plus(self, path: str) -> list[tuple[str, dict[str, int] | None]]:
+    def readdir_plus(self, path: str) -> list[tuple[str, dict[str, int] | None, int]]:
         """The listing with each child's attributes, for libfuse3's READDIRPLUS: the kernel
         then knows every listed name and sends no LOOKUP when one is opened.  The kernel
         asks for a large directory in many parts, so each listing is built once."""
@@ -153,14 +155,16 @@ class AcxOperations:
             raise FuseOSError(errno.ENOTDIR)
         listing = self._listings.get(entry.path)
         if listing is None:
-            listing = [(".", None), ("..", None)]
+            listing = [(".", None, DIRECTORY), ("..", None, DIRECTORY)]
             for name in self.tree.list(entry.path):
                 child = self.tree.child(entry.path, name)
+                if child is None:
+                    continue
                 try:
-                    attrs = None if child is None else self._stat(child)
+                    attrs: dict[str, int] | None = self._stat(child)
                 except TamperError:
-                    attrs = None  # listed by name; its lookup then answers EIO
-                listing.append((name, attrs))
+                    attrs = None  # listed by name and type; its lookup then answers EIO
+                listing.append((name, attrs, child.mode))
             self._listings[entry.path] = listing
         return listing
 

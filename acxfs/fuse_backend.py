@@ -13,7 +13,6 @@ import ctypes.util
 import functools
 import os
 import shutil
-import stat
 from typing import Any
 
 from acxfs.errors import EnvironmentProblem
@@ -59,7 +58,6 @@ def _load_libfuse3() -> Any:
 
 READDIR_PLUS = 1  # fuse_readdir_flags: the kernel asked for READDIRPLUS
 FILL_DIR_PLUS = 2  # fuse_fill_dir_flags: this entry carries its attributes
-DIRECTORY = stat.S_IFDIR | 0o555  # "." and ".."
 
 
 def _with_readdirplus(mfusepy: Any) -> Any:
@@ -85,14 +83,14 @@ def _with_readdirplus(mfusepy: Any) -> Any:
             with_attrs = path not in self._listed
             kind = mfusepy.c_stat()  # names only: the type bits, as mfusepy itself sends
             for index in range(offset, len(entries)):
-                name, attrs = entries[index]
+                name, attrs, mode = entries[index]
                 if with_attrs and attrs is not None:
                     given = mfusepy.c_stat()
                     mfusepy.set_st_attrs(given, attrs, use_ns=self.use_ns)
                     plus = FILL_DIR_PLUS
-                else:
+                else:  # the name and its type only (a file that failed its check is a file)
                     given, plus = kind, 0
-                    kind.st_mode = attrs["st_mode"] if attrs is not None else DIRECTORY
+                    kind.st_mode = mode
                 if filler(buf, name.encode(self.encoding, self.errors), given, index + 1,
                           plus) != 0:
                     return 0

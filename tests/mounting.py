@@ -57,8 +57,9 @@ def acxfs(*args: object, timeout: float = COMMAND_TIMEOUT, cwd: Path | None = No
 # --- what the kernel and /proc say ---------------------------------------------------------
 
 
-def _unescape(field: str) -> str:
-    return re.sub(r"\\([0-7]{3})", lambda m: chr(int(m.group(1), 8)), field)
+def _unescape(field: bytes) -> str:
+    raw = re.sub(rb"\\([0-7]{3})", lambda m: bytes([int(m.group(1), 8)]), field)
+    return os.fsdecode(raw)
 
 
 def canonical(mountpoint: Path | str) -> str:
@@ -69,8 +70,11 @@ def canonical(mountpoint: Path | str) -> str:
 
 def proc_mounts() -> list[list[str]]:
     """Every /proc/mounts row, fields unescaped."""
-    with open("/proc/mounts", encoding="utf-8") as handle:
-        return [[_unescape(f) for f in line.split()] for line in handle if line.strip()]
+    # Bytes, split on the kernel's single spaces and newlines only: a mountpoint may hold any
+    # other byte (a non-breaking space, U+2028, or no UTF-8 at all).
+    with open("/proc/mounts", "rb") as handle:
+        data = handle.read()
+    return [[_unescape(f) for f in line.split(b" ")] for line in data.split(b"\n") if line]
 
 
 def mount_rows(mountpoint: Path | str) -> list[list[str]]:

@@ -174,3 +174,65 @@ def test_failed_files_do_not_keep_their_blob_streams_open() -> None:
 
     gc.collect()
     assert not open_streams, f"{len(open_streams)} BLOB streams still open"
+
+
+def test_a_failing_tamper_report_never_strands_the_readers_waiting_on_it() -> None:
+    import threading
+
+    data = bytes(1 << 20)
+    stored = zlib.compress(data)
+    release = threading.Event()
+
+    def slow(entry: Entry) -> Iterator[bytes]:
+        release.wait(5)  # every reader arrives while the one check is still running
+        yield stored
+
+    def report(error: TamperError) -> None:
+        raise RuntimeError("the log is broken")
+
+    store = ContentStore(slow, on_tamper=report)
+    entry = _failing("rom/one.bin", data, stored)
+    outcomes: list[str] = []
+
+    def read() -> None:
+        try:
+            store.get(entry)
+        except Exception as exc:  # every reader must get an answer
+            outcomes.append(type(exc).__name__)
+
+    readers = [threading.Thread(target=read) for _ in range(4)]
+    for reader in readers:
+        reader.start()
+    release.set()
+    for reader in readers:
+        reader.join(10)
+    assert not any(reader.is_alive() for reader in readers), "a reader waits forever"
+    assert outcomes == ["TamperError"] * 4
+
+
+def test_a_connection_that_cannot_open_is_no_tamper_event(make_cartridge, trusted_registry) -> None:
+    # Out of descriptors for a moment: the read fails, the file is not marked tampered.
+    from acxfs.errors import EnvironmentProblem
+    from acxfs.loader import open_source
+    from acxfs.trust import load_trust
+
+    source, _ = open_source(str(make_cartridge()), load_trust([str(trusted_registry)]))
+    try:
+        entry = next(e for e in source.tree.files() if e.size)
+        store = ContentStore(source.raw_chunks)
+        held: list[int] = []
+        try:
+            while True:
+                held.append(os.open("/dev/null", os.O_RDONLY))
+        except OSError:
+            pass
+        try:
+            with pytest.raises(EnvironmentProblem):
+                store.get(entry)
+        finally:
+            for fd in held:
+                os.close(fd)
+        assert store.get(entry).size == entry.size  # and it reads once descriptors are free
+        assert store.stats.tamper_events == 0
+    finally:
+        source.close()

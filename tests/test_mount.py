@@ -470,6 +470,44 @@ def test_log_file_the_mount_would_write_into_is_refused(
     assert hashlib.sha256(hello.read_bytes()).hexdigest() == before
 
 
+@pytest.mark.parametrize("name", ["no\u00a0break", "line\u2028sep", "cr\rvt\x0b"],
+                         ids=["nbsp", "line-separator", "cr-vt"])
+def test_odd_mountpoint_names_are_listed_and_unmounted(
+    hello: Path, tmp_path: Path, name: str
+) -> None:
+    # /proc/mounts escapes only space, tab, newline and backslash: every other byte is raw.
+    mountpoint = tmp_path / name
+    done = acxfs("mount", hello, mountpoint)
+    try:
+        assert done.returncode == 0 and "Traceback" not in done.stderr, done.stderr
+        status = acxfs("status")
+        assert status.returncode == 0 and str(hello) in status.stdout
+        assert "no state" not in status.stdout
+        gone = acxfs("umount", mountpoint)
+        assert gone.returncode == 0, gone.stderr
+        assert not os.path.ismount(mountpoint)
+    finally:
+        force_cleanup(mountpoint)
+
+
+def test_a_mount_is_listed_while_another_mountpoint_is_not_utf8(
+    hello: Path, tmp_path: Path
+) -> None:
+    other = tmp_path / os.fsdecode(b"other\xffmnt")
+    other.mkdir()
+    refused = acxfs("mount", hello, other)  # fusepy passes paths as UTF-8: one clear line
+    assert refused.returncode == 2 and "is not a UTF-8 path" in refused.stderr
+    assert len(refused.stderr.strip().splitlines()) == 1
+    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", os.fsencode(other)],
+                   check=True)
+    try:
+        with mounted(hello, tmp_path / "mnt") as m:
+            status = acxfs("status")
+            assert status.returncode == 0 and str(m.mountpoint) in status.stdout, status.stderr
+    finally:
+        subprocess.run(["umount", os.fsencode(other)], check=False)
+
+
 def test_an_unusable_state_directory_is_one_line_before_anything_starts(
     hello: Path, tmp_path: Path
 ) -> None:
@@ -834,16 +872,20 @@ def test_sigterm_unmounts_and_stops_the_daemon(hello: Path, tmp_path: Path) -> N
     assert f"stop: {canonical(mountpoint)}" in log
 
 
-def test_foreground_mount_stays_attached_until_sigint(hello: Path, tmp_path: Path) -> None:
+@pytest.mark.parametrize("stop", [signal.SIGINT, signal.SIGTERM, signal.SIGHUP],
+                         ids=["SIGINT", "SIGTERM", "SIGHUP"])
+def test_foreground_mount_stays_attached_until_signalled(
+    hello: Path, tmp_path: Path, backend: list[str], stop: signal.Signals
+) -> None:
     mountpoint = tmp_path / "mnt"
-    proc = subprocess.Popen([*acxfs_command(), "mount", "-f", hello, mountpoint],
+    proc = subprocess.Popen([*acxfs_command(), "mount", "-f", hello, mountpoint, *backend],
                             stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True)
     try:
         live = wait_for(lambda: os.path.ismount(mountpoint), 15)
         attached = proc.poll() is None
         skill = (mountpoint / "rom" / "skills" / "hello-acx" / "SKILL.md").read_bytes()
-        proc.send_signal(signal.SIGINT)
+        proc.send_signal(stop)  # libfuse3 ends its loop with 8 then: still a clean stop
         _out, err = proc.communicate(timeout=15)
     finally:
         if proc.poll() is None:

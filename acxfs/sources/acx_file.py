@@ -532,7 +532,10 @@ class ConnectionPool:
         with self._lock:
             conn = self._idle.pop() if self._idle else None
         if conn is None:
-            conn = connect_readonly(self._path)
+            try:
+                conn = connect_readonly(self._path)
+            except sqlite3.Error as exc:  # e.g. out of descriptors: retried, never tampering
+                raise EnvironmentProblem(f"cannot open {self._path} ({exc})") from exc
         try:
             yield conn
         finally:
