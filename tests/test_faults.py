@@ -183,7 +183,9 @@ def test_sigkill_then_umount_clears_the_stale_mount(
         assert mounting.wait_for(lambda: not mounting.pid_alive(pid), 10)
         with pytest.raises(OSError) as stale:
             os.listdir(mnt)  # attrs and pages are cached (no-open mode); a listing is not
-        assert stale.value.errno == errno.ENOTCONN  # "Transport endpoint is not connected"
+        # "Transport endpoint is not connected", or ECONNABORTED when the listing reached the
+        # kernel before it had finished tearing the dead daemon's connection down
+        assert stale.value.errno in (errno.ENOTCONN, errno.ECONNABORTED)
         status = mounting.acxfs("status").stdout
         assert any(line.startswith(mounting.canonical(mnt)) and "STALE" in line
                    for line in status.splitlines()), status
