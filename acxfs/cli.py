@@ -493,10 +493,9 @@ def main_entry() -> None:
             pass
         except (OSError, ValueError) as exc:
             if stream is sys.stdout and code == 0 and sys.stderr is not None:
-                detail = describe_os_error(exc) if isinstance(exc, OSError) else str(exc)
-                detail = detail if detail.startswith("cannot write") else \
-                    f"cannot write the output ({detail})"
+                reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else exc
                 with contextlib.suppress(OSError, ValueError):
-                    print(f"acxfs: error: {detail}", file=sys.stderr, flush=True)
+                    print(f"acxfs: error: cannot write the output ({reason})", file=sys.stderr,
+                          flush=True)
             code = code or 2
     os._exit(code)

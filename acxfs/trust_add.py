@@ -9,15 +9,13 @@ from __future__ import annotations
 from pathlib import Path
 
 from acxfs.errors import EnvironmentProblem
-from acxfs.inputs import open_input
 from acxfs.keys import PublicKey, load_public_key_file
 from acxfs.loader import check, detect_format
+from acxfs.sources.acx_file import read_head
 from acxfs.trust import TrustContext, add_pin, list_pins, valid_publisher
 
 
-def _container_key(path: str) -> tuple[PublicKey, str | None]:
-    with open_input(path) as handle:
-        head = handle.read(16)
+def _container_key(path: str, head: bytes) -> tuple[PublicKey, str | None]:
     if not (head.startswith(b"SQLite format 3") or head.startswith(b"PK")):
         raise EnvironmentProblem(f"{path}: neither a container nor a public key file")
     report = check(path, TrustContext())
@@ -61,17 +59,9 @@ def pin_from(
     of that key it replaced, if it named another one)."""
     if publisher is not None and not valid_publisher(publisher):
         raise EnvironmentProblem(f"publisher {publisher!r} is not a reverse-DNS name")
-    if Path(source).is_dir():
-        raise EnvironmentProblem(f"{source}: is a directory")
-    if not Path(source).exists():
-        raise EnvironmentProblem(f"{source}: no such file")
-    try:
-        with open_input(source) as handle:
-            head = handle.read(16)
-    except OSError as exc:
-        raise EnvironmentProblem(f"{source}: cannot read ({exc.strerror})") from exc
+    head = read_head(source, 16)
     if head.startswith(b"SQLite format 3") or detect_format(source) == "azp":
-        key, signed_publisher = _container_key(source)
+        key, signed_publisher = _container_key(source, head)
         chosen = publisher or signed_publisher
         note = f"pinned from {Path(source).name}"
     else:

@@ -319,12 +319,18 @@ def test_untouched_cartridge_without_registry_is_portable(run_cli, make_cartridg
     assert (result.code, result.verdict) == (4, PORTABLE)
 
 
+def _pin(run_cli, signer, tmp_path: Path, publisher: str) -> Path:
+    """Pin `signer`'s public key file for `publisher`; the key file."""
+    pem = tmp_path / "publisher.pub.pem"
+    pem.write_text(signer.public_pem)
+    assert run_cli("trust", "add", pem, "--publisher", publisher).code == 0
+    return pem
+
+
 def test_key_pinned_from_pem_with_publisher_is_trusted(
     run_cli, make_cartridge, signer, tmp_path
 ) -> None:
-    pem = tmp_path / "publisher.pub.pem"
-    pem.write_text(signer.public_pem)
-    assert run_cli("trust", "add", pem, "--publisher", PUBLISHER).code == 0
+    _pin(run_cli, signer, tmp_path, PUBLISHER)
     result = run_cli("verify", make_cartridge())
     assert (result.code, result.verdict) == (0, TRUSTED)
 
@@ -342,9 +348,7 @@ def test_trust_key_option_trusts_for_one_command(run_cli, make_cartridge, signer
 def test_pinned_key_for_another_publisher_is_not_trusted(
     run_cli, make_cartridge, signer, tmp_path
 ) -> None:
-    pem = tmp_path / "publisher.pub.pem"
-    pem.write_text(signer.public_pem)
-    assert run_cli("trust", "add", pem, "--publisher", "io.github.someone-else").code == 0
+    _pin(run_cli, signer, tmp_path, "io.github.someone-else")
     result = run_cli("verify", make_cartridge())
     assert result.code == 4
     assert result.verdict.startswith("warning / portable - ")
@@ -353,24 +357,13 @@ def test_pinned_key_for_another_publisher_is_not_trusted(
 def test_pinning_a_key_again_never_widens_it_to_any_publisher_quietly(
     run_cli, make_cartridge, signer, tmp_path
 ) -> None:
-    pem = tmp_path / "publisher.pub.pem"
-    pem.write_text(signer.public_pem)
-    assert run_cli("trust", "add", pem, "--publisher", "io.github.someone-else").code == 0
+    pem = _pin(run_cli, signer, tmp_path, "io.github.someone-else")
     again = run_cli("trust", "add", pem)
     assert again.code == 2 and "io.github.someone-else" in again.err
     assert again.err.count("\n") == 1
     assert run_cli("verify", make_cartridge()).code == 4  # still only someone-else's key
     assert run_cli("trust", "add", pem, "--publisher", PUBLISHER).code == 0  # said explicitly
     assert run_cli("verify", make_cartridge()).code == 0
-
-
-
-def _pin(run_cli, signer, tmp_path: Path, publisher: str) -> Path:
-    """Pin `signer`'s public key file for `publisher`; the key file."""
-    pem = tmp_path / "publisher.pub.pem"
-    pem.write_text(signer.public_pem)
-    assert run_cli("trust", "add", pem, "--publisher", publisher).code == 0
-    return pem
 
 
 def _pin_files() -> list[Path]:

@@ -310,9 +310,7 @@ def check_paths(names: list[str], limits: Limits = DEFAULT_LIMITS) -> None:
 def _read_sqlar(
     conn: sqlite3.Connection, limits: Limits
 ) -> tuple[tuple[SqlarRow, ...], tuple[str, ...]]:
-    (count,) = conn.execute("SELECT count(*) FROM sqlar").fetchone()
-    if count > limits.max_entries:
-        raise LimitError(f"sqlar has {count} rows, more than the limit of {limits.max_entries}")
+    _check_counts(conn, limits)
     # One scan: SQLite classifies every row (0 = well formed) and Python looks only at the
     # first offender.  Each scan reads every leaf page, small files' BLOBs included, so the
     # per-row rules share this one; rules over other tables are separate small queries.
@@ -363,7 +361,6 @@ def _read_sqlar(
         found = conn.execute(query + " LIMIT 1").fetchone()
         if found is not None:
             raise error(found)
-    _check_counts(conn, limits)
     check_paths([row.name for row in files] + dirs, limits)
     _check_conflicts(files, dirs, limits)
     return tuple(files), tuple(dirs)
@@ -375,8 +372,9 @@ _SKILL_ROW_BYTES = " + ".join(
 
 
 def _check_counts(conn: sqlite3.Connection, limits: Limits) -> None:
-    """Row counts of the other tables acxfs reads, before any of their rows is fetched."""
-    bounds = {"objects": limits.max_objects, "cartridge": limits.max_entries,
+    """Row counts of every table acxfs reads, before any of their rows is fetched."""
+    bounds = {"sqlar": limits.max_entries, "objects": limits.max_objects,
+              "cartridge": limits.max_entries,
               "memory": limits.max_entries, "capabilities": limits.max_entries,
               "acx_skill": limits.max_entries, "signatures": limits.max_entries}
     counts = conn.execute(
@@ -451,10 +449,8 @@ def _read_objects(conn: sqlite3.Connection, limits: Limits) -> tuple[ObjectRow, 
     cursor = conn.execute("SELECT oid, kind, source_ref, canon, zone, sz FROM objects")
     rows: list[ObjectRow] = []
     make = ObjectRow._make
-    while batch := cursor.fetchmany(4096):
+    while batch := cursor.fetchmany(4096):  # the row count was bounded before (_check_counts)
         rows.extend(map(make, batch))
-        if len(rows) > limits.max_objects:
-            raise LimitError(f"objects has more than the limit of {limits.max_objects} rows")
     if not OIDS_RE.fullmatch("".join([row.oid for row in rows])):
         for row in rows:
             if not OID_RE.fullmatch(row.oid):
