@@ -258,7 +258,8 @@ def _check_rows(
                  if k in statement.predicate]
     if any(value != computed for value in recorded):
         raise _tampered(v.RECORDED_MISMATCH)
-    covering = _check_exact_rom(rows)
+    signed_at = _epoch(statement.signed_at)
+    covering, rom_entries = _check_exact_rom(rows, signed_at)
     _check_skill_index(rows, covering)
 
     decisions = [
@@ -272,13 +273,16 @@ def _check_rows(
     )
     if verdict.is_integrity_failure:
         raise _Refused(verdict)
-    return _report(rows, verdict, statement, covering)
+    return _report(rows, verdict, statement, rom_entries)
 
 
-def _check_exact_rom(rows: CartridgeRows) -> dict[str, ObjectRow]:
+def _check_exact_rom(
+    rows: CartridgeRows, mtime: int
+) -> tuple[dict[str, ObjectRow], list[Entry]]:
     """Spec section 7: the ROM zone is exactly the set of signed sqlar objects.
 
-    Returns the covering object of every ROM file."""
+    Returns the covering object of every ROM file and, from the same pass, the ROM's entries
+    with their signed digests (`mtime` for rows that record none)."""
     signed = [o for o in rows.objects if o[1] == "sqlar" and o[4] == "rom"]
     covering = {o[2]: o for o in signed}
     if len(covering) != len(signed):
@@ -289,18 +293,23 @@ def _check_exact_rom(rows: CartridgeRows) -> dict[str, ObjectRow]:
         for ref in covering:
             if ref not in names:
                 raise _tampered(f"{ref} is in the signed manifest but not in the ROM.")
-    get = covering.get
-    for _, name, _, _, sz, _ in rows.rom_files:
+    get, fromhex, make = covering.get, bytes.fromhex, Entry._make
+    entries: list[Entry] = []
+    add = entries.append
+    for rowid, name, mode, row_mtime, sz, stored in rows.rom_files:
         found = get(name)
         if found is None:
             raise _tampered(f"{name} is not covered by the signed manifest.")
+        oid = found[0]
         if found[5] != sz:
             raise _tampered(f"{name} has size {sz}, but the signed manifest says {found[5]}.")
-        if not sz and found[0] != EMPTY_OID:
+        if not sz and oid != EMPTY_OID:
             # No read ever reaches an empty file (its size says there is nothing to read), so
             # its digest is checked here, where the answer needs no byte of it.
             raise _tampered(f"{name} is empty, but its signed sha256 is not that of no bytes.")
-    return covering
+        add(make((name, False, sz, bool(mode & 0o111), row_mtime or mtime, fromhex(oid[7:]),
+                  rowid, stored, "sqlar")))
+    return covering, entries
 
 
 def _check_skill_index(rows: CartridgeRows, covering: dict[str, ObjectRow]) -> None:
@@ -341,19 +350,20 @@ def _recorded(rows: CartridgeRows, zone: str) -> dict[str, ObjectRow]:
 
 def _report(
     rows: CartridgeRows, verdict: v.Verdict, statement: Statement | None,
-    covering: dict[str, ObjectRow] | None = None,
+    rom_entries: list[Entry] | None = None,
 ) -> CartridgeReport:
-    """Build the verified trees: ROM files with their signed (or recorded) digests."""
+    """Build the verified trees: ROM files with their signed digests (`rom_entries`, from the
+    exact-ROM check), or, unsigned or unverified, the digests the rows record."""
     signed_at = _epoch(statement.signed_at if statement else None)
-    rom = _entries(rows.rom_files, covering if covering is not None else _recorded(rows, "rom"),
-                   signed_at)
-    save = _entries(rows.save_files, _recorded(rows, "save"), signed_at)
+    rom = rom_entries if rom_entries is not None else _entries(
+        rows.rom_files, _recorded(rows, "rom"), signed_at)
+    save = _entries(rows.save_files, _recorded(rows, "save"), signed_at) if rows.save_files else []
     rom_dirs = [d for d in rows.dir_rows if d.startswith("rom/")]
     tree = build_tree(rom, rom_dirs or ["rom"], signed_at)
     save_tree = build_tree(save, [d for d in rows.dir_rows if d.startswith("save/")], signed_at)
     signed_meta = frozenset(
-        o.source_ref.removeprefix("cartridge:") for o in rows.objects
-        if o.zone == "rom" and o.source_ref.startswith("cartridge:")
+        o[2].removeprefix("cartridge:") for o in rows.objects
+        if o[4] == "rom" and o[2].startswith("cartridge:")
     ) if statement is not None else frozenset()
     verified = VerifiedCartridge(rows, verdict, statement, tree, save_tree, signed_meta)
     return CartridgeReport(verdict, verified, rows)

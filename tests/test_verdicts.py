@@ -1040,3 +1040,69 @@ def test_an_oversized_envelope_is_malformed_without_being_read_whole(make_cartri
     edit(cart, "UPDATE signatures SET envelope = envelope || ?", (" " * 5000,))
     assert _verdict_under(cart, max_envelope_bytes=4096) == (
         "invalid / tampered - Malformed DSSE envelope.")
+
+
+# --- sqlar structure rules over many rows (read in batches) ------------------------------------
+
+
+def _rekey_sqlar_without_primary_key(cart: Path) -> None:
+    """The same rows in a `sqlar` table without a key, so names can repeat (stock SQLite
+    tables need not declare one)."""
+    edit(cart, "ALTER TABLE sqlar RENAME TO old_sqlar")
+    edit(cart, "CREATE TABLE sqlar (name TEXT, mode INT, mtime INT, sz INT, data BLOB)")
+    edit(cart, "INSERT INTO sqlar SELECT * FROM old_sqlar")
+    edit(cart, "DROP TABLE old_sqlar")
+
+
+MANY = {f"rom/knowledge/many/f{i:05d}.md": f"file {i}\n".encode() for i in range(9000)}
+
+
+def test_a_duplicate_name_past_the_first_batch_is_malformed(make_cartridge) -> None:
+    cart = make_cartridge(files={**DEMO_FILES, **MANY})
+    _rekey_sqlar_without_primary_key(cart)
+    edit(cart, "INSERT INTO sqlar SELECT * FROM sqlar WHERE name = 'rom/knowledge/many/f08999.md'")
+    assert _verdict_under(cart) == (
+        "invalid / malformed - Duplicate sqlar name 'rom/knowledge/many/f08999.md'.")
+
+
+def test_a_file_row_named_like_a_directory_row_is_malformed(make_cartridge) -> None:
+    cart = make_cartridge(files={**DEMO_FILES, **MANY})
+    _rekey_sqlar_without_primary_key(cart)
+    edit(cart, "INSERT INTO sqlar VALUES ('rom/knowledge/many/f00001.md', 16877, 0, 0, NULL)")
+    assert _verdict_under(cart) == (
+        "invalid / malformed - Duplicate sqlar name 'rom/knowledge/many/f00001.md'.")
+
+
+def test_a_file_that_is_also_a_parent_directory_is_malformed(make_cartridge) -> None:
+    clash = {**DEMO_FILES, **MANY, "rom/knowledge/many": b"a file where a directory is\n"}
+    cart = make_cartridge(files=clash)
+    assert _verdict_under(cart) == (
+        "invalid / malformed - rom/knowledge/many is both a file and a directory.")
+
+
+def test_an_ill_formed_row_past_the_first_batch_is_malformed(make_cartridge) -> None:
+    cart = make_cartridge(files={**DEMO_FILES, **MANY})
+    edit(cart, "UPDATE sqlar SET sz = -1 WHERE name = 'rom/knowledge/many/f08999.md'")
+    line = _verdict_under(cart)
+    assert line.startswith("invalid / malformed - 'rom/knowledge/many/f08999.md': stored size ")
+    assert line.endswith(" does not fit sz -1.")
+
+
+def test_many_rows_make_one_tree_with_every_file_listed_once(make_cartridge) -> None:
+    from acxfs.cartridge import check_cartridge
+    from acxfs.trust import TrustContext
+
+    cart = make_cartridge(files={**DEMO_FILES, **MANY})
+    report = check_cartridge(str(cart), TrustContext())
+    assert report.verified is not None
+    listed = report.verified.tree.list("rom/knowledge/many")
+    assert listed == tuple(sorted(name.rsplit("/", 1)[1] for name in MANY))
+    assert report.verified.tree.list("rom/knowledge") == ("NOTES.md", "many")
+
+
+def test_the_first_repeated_name_in_row_order_is_the_one_reported(make_cartridge) -> None:
+    cart = make_cartridge(files={**DEMO_FILES, **MANY}, sqlar_dirs=True)
+    _rekey_sqlar_without_primary_key(cart)
+    edit(cart, "INSERT INTO sqlar SELECT * FROM sqlar WHERE name = 'rom/knowledge'")
+    edit(cart, "INSERT INTO sqlar SELECT * FROM sqlar WHERE name = 'rom/knowledge/NOTES.md'")
+    assert _verdict_under(cart) == "invalid / malformed - Duplicate sqlar name 'rom/knowledge'."

@@ -10,6 +10,7 @@ returns is well-formed but NOT verified: `acxfs.cartridge` decides whether to tr
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 import re
 import sqlite3
@@ -200,8 +201,8 @@ def _read(conn: sqlite3.Connection, path: str, limits: Limits) -> CartridgeRows:
     return CartridgeRows(
         path=path,
         user_version=user_version,
-        rom_files=tuple(row for row in files if row.name.startswith("rom/")),
-        save_files=tuple(row for row in files if row.name.startswith("save/")),
+        rom_files=tuple([row for row in files if row[1].startswith("rom/")]),
+        save_files=tuple([row for row in files if row[1].startswith("save/")]),
         dir_rows=dirs,
         objects=objects,
         signature=_read_signature(conn, limits),
@@ -324,19 +325,29 @@ def _read_sqlar(
         "WHEN sz < 0 OR length(data) > sz OR (data IS NULL AND sz > 0) THEN 4 "
         f"WHEN sz > {int(limits.max_file_bytes)} THEN 5 ELSE 0 END"
     )
-    rows = conn.execute(
+    cursor = conn.execute(
         "SELECT rowid, name, ifnull(mode, 420) & 4095, ifnull(mtime, 0), sz, "
-        f"ifnull(length(data), 0), ifnull({is_dir}, 0), {problem} FROM sqlar"
-    ).fetchall()
-    offender = next((row for row in rows if row[7]), None)
-    if offender is not None:
-        raise _sqlar_problem(conn, offender)
-    duplicate = first_duplicate([row[1] for row in rows])
+        f"ifnull(length(data), 0), ifnull({is_dir}, 0), {problem} FROM sqlar")
+    # In batches, each checked before any of its rows is kept: memory freed by one batch
+    # serves the next (a fresh page per row object costs more than the object).
+    files: list[SqlarRow] = []
+    dirs: list[str] = []
+    in_order: list[str] = []  # every name, in row order: the first repeated one is reported
+    make = functools.partial(tuple.__new__, SqlarRow)  # _make, without a Python frame per row
+    while batch := cursor.fetchmany(4096):  # the row count was bounded (_check_counts)
+        offender = next((row for row in batch if row[7]), None)
+        if offender is not None:
+            raise _sqlar_problem(conn, offender)
+        files += map(make, [row[:6] for row in batch if not row[6]])
+        dirs += [row[1] for row in batch if row[6]]
+        in_order += [row[1] for row in batch]
+    del batch
+    duplicate = first_duplicate(in_order)
+    del in_order
+    names = [row[1] for row in files]
     if duplicate is not None:
         raise MalformedError(f"duplicate sqlar name {duplicate!r}")
-    files = [SqlarRow._make(row[:6]) for row in rows if not row[6]]
-    dirs = [row[1] for row in rows if row[6] and row[1] not in ("rom", "save")]
-    del rows
+    dirs = [d for d in dirs if d not in ("rom", "save")]
     checks: tuple[tuple[str, Callable[[tuple[Any, ...]], AcxfsError]], ...] = (
         ("SELECT key FROM cartridge GROUP BY key HAVING count(*) > 1",
          lambda r: MalformedError(f"duplicate cartridge key {r[0]!r}")),
@@ -361,8 +372,9 @@ def _read_sqlar(
         found = conn.execute(query + " LIMIT 1").fetchone()
         if found is not None:
             raise error(found)
-    check_paths([row.name for row in files] + dirs, limits)
-    _check_conflicts(files, dirs, limits)
+    names += dirs
+    check_paths(names, limits)
+    _check_conflicts(names, len(files), limits)
     return tuple(files), tuple(dirs)
 
 
@@ -412,14 +424,15 @@ def _sqlar_problem(conn: sqlite3.Connection, row: tuple[Any, ...]) -> AcxfsError
     return LimitError(f"{name!r}: {sz} bytes, more than the per-file limit")
 
 
-def _check_conflicts(files: list[SqlarRow], dirs: list[str], limits: Limits) -> None:
-    """No name is both a file and a directory; the distinct directory paths (which the tree
-    keeps, one string each) stay within `limits.max_dir_path_bytes` together: deep, long and
-    unshared paths would otherwise multiply the file's size in memory before any check."""
-    file_names = {row.name for row in files}
+def _check_conflicts(names: list[str], file_count: int, limits: Limits) -> None:
+    """No name is both a file and a directory (`names`: the files' names, then the directory
+    rows'); the distinct directory paths (which the tree keeps, one string each) stay within
+    `limits.max_dir_path_bytes` together: deep, long and unshared paths would otherwise
+    multiply the file's size in memory before any check."""
+    dirs = names[file_count:]
     parents: set[str] = set(dirs)
     room = limits.max_dir_path_bytes - sum(map(len, dirs))  # paths are ASCII: chars are bytes
-    for name in [*file_names, *dirs]:
+    for name in names:
         parent = name.rpartition("/")[0]
         while parent and parent not in parents:
             parents.add(parent)
@@ -428,8 +441,8 @@ def _check_conflicts(files: list[SqlarRow], dirs: list[str], limits: Limits) -> 
                 raise LimitError("the directory paths together exceed the limit of "
                                  f"{limits.max_dir_path_bytes} bytes")
             parent = parent.rpartition("/")[0]
-    clash = file_names & parents
-    if clash:
+    if not parents.isdisjoint(names[:file_count]):
+        clash = parents.intersection(names[:file_count])
         raise MalformedError(f"{sorted(clash)[0]} is both a file and a directory")
 
 
@@ -448,7 +461,7 @@ def _read_objects(conn: sqlite3.Connection, limits: Limits) -> tuple[ObjectRow, 
         raise MalformedError(f"objects row {bad[0]!r} has a missing, mistyped or malformed column")
     cursor = conn.execute("SELECT oid, kind, source_ref, canon, zone, sz FROM objects")
     rows: list[ObjectRow] = []
-    make = ObjectRow._make
+    make = functools.partial(tuple.__new__, ObjectRow)  # _make, without a Python frame per row
     while batch := cursor.fetchmany(4096):  # the row count was bounded before (_check_counts)
         rows.extend(map(make, batch))
     if not OIDS_RE.fullmatch("".join([row.oid for row in rows])):

@@ -80,26 +80,36 @@ class Tree:
 def build_tree(
     files: Iterable[Entry], dirs: Iterable[str] = (), dir_mtime: int = 0
 ) -> Tree:
-    """Index `files` and directories (given or implied by file paths). Callers checked conflicts."""
+    """Index `files` and directories (given or implied by file paths). Callers checked conflicts.
+
+    Children are gathered in input order and sorted per directory at the end: containers list
+    their files in path order, so each sort is a linear pass rather than a full sort."""
     entries: dict[str, Entry] = {"": Entry("", True, mtime=dir_mtime)}
-    kids: dict[str, set[str]] = {"": set()}
+    kids: dict[str, list[str]] = {"": []}
 
     def add_dir(path: str) -> None:
+        made: list[str] = []  # from `path` up to the first directory already known
         while path and path not in entries:
             entries[path] = Entry(path, True, mtime=dir_mtime)
-            kids.setdefault(path, set())
-            parent, _, name = path.rpartition("/")
-            kids.setdefault(parent, set()).add(name)
-            path = parent
+            kids[path] = []
+            made.append(path)
+            path = path.rpartition("/")[0]
+        for made_path in made:
+            parent, _, name = made_path.rpartition("/")
+            kids.setdefault(parent, []).append(name)
 
     for d in dirs:
         add_dir(d)
     for f in files:
-        parent, _, name = f[0].rpartition("/")
+        path = f[0]
+        parent, _, name = path.rpartition("/")
         if parent not in entries:
             add_dir(parent)
-        entries[f[0]] = f
-        kids.setdefault(parent, set()).add(name)
+        siblings = kids.setdefault(parent, [])
+        if path in entries and name in siblings:  # named twice: the last stands, listed once
+            siblings.remove(name)
+        entries[path] = f
+        siblings.append(name)
     children = {path: tuple(sorted(names)) for path, names in kids.items()}
     return Tree(entries, children, dir_mtime)
 
