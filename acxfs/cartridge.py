@@ -14,7 +14,7 @@ import gc
 import hashlib
 import json
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from operator import itemgetter
 
@@ -53,15 +53,16 @@ def _json_str(text: str) -> str:
     return f'"{text}"' if _PLAIN.fullmatch(text) else canonical_bytes(text).decode("utf-8")
 
 
-def manifest_bytes(objects: Iterable[ObjectRow]) -> bytes:
-    """The JCS ROM integrity manifest over the stored oids of every ROM object (section 4).
+def manifest_parts(objects: Iterable[ObjectRow], batch: int = 4096) -> Iterator[bytes]:
+    """The JCS ROM integrity manifest over the stored oids of every ROM object (section 4), in
+    consecutive pieces of at most `batch` items.
 
     Equivalent to `canonical_bytes([{"sourceRef", "oid", "canon", "sz"}, ...])` (whose keys JCS
-    orders canon, oid, sourceRef, sz), written out directly because it runs per file at mount.
-    """
+    orders canon, oid, sourceRef, sz), written out directly because it runs per file at mount,
+    and in pieces so that a large manifest is hashed without being held whole."""
     rom = [o for o in objects if o[4] == "rom"]
-    text = "".join([f"{kind}{ref}{canon}{oid}" for oid, kind, ref, canon, _, _ in rom])
-    if _PLAIN.fullmatch(text):
+    columns = ("".join(map(itemgetter(i), rom)) for i in (0, 1, 2, 3))
+    if all(_PLAIN.fullmatch(column) for column in columns):
         # ASCII: UTF-16 order is str order, and no string needs an escape.
         by_kind: dict[str, list[ObjectRow]] = {}
         for o in rom:
@@ -69,23 +70,36 @@ def manifest_bytes(objects: Iterable[ObjectRow]) -> bytes:
         rom = []
         for kind in sorted(by_kind):  # one string key per kind sorts far faster than pairs
             rom += sorted(by_kind[kind], key=_REF)
-        items = [f'{{"canon":"{canon}","oid":"{oid}","sourceRef":"{ref}","sz":{sz:d}}}'
-                 for oid, _, ref, canon, _, sz in rom]
+
+        def item(o: ObjectRow) -> str:
+            oid, _, ref, canon, _, sz = o
+            return f'{{"canon":"{canon}","oid":"{oid}","sourceRef":"{ref}","sz":{sz:d}}}'
     else:
         rom.sort(key=lambda o: (utf16_key(o.kind), utf16_key(o.source_ref)))
-        items = [
-            f'{{"canon":{_json_str(o.canon)},"oid":{_json_str(o.oid)},'
-            f'"sourceRef":{_json_str(o.source_ref)},"sz":{int(o.sz)}}}'
-            for o in rom
-        ]
-    return ("[" + ",".join(items) + "]").encode("utf-8")
+
+        def item(o: ObjectRow) -> str:
+            return (f'{{"canon":{_json_str(o.canon)},"oid":{_json_str(o.oid)},'
+                    f'"sourceRef":{_json_str(o.source_ref)},"sz":{int(o.sz)}}}')
+    opening = "["
+    for start in range(0, len(rom), batch):
+        yield (opening + ",".join(map(item, rom[start:start + batch]))).encode("utf-8")
+        opening = ","
+    yield b"[]" if not rom else b"]"
+
+
+def manifest_bytes(objects: Iterable[ObjectRow]) -> bytes:
+    """The whole manifest (`manifest_parts` joined)."""
+    return b"".join(manifest_parts(objects))
 
 
 _REF = itemgetter(2)
 
 
 def manifest_hash(objects: Iterable[ObjectRow]) -> str:
-    return "sha256:" + hashlib.sha256(manifest_bytes(objects)).hexdigest()
+    digest = hashlib.sha256()
+    for part in manifest_parts(objects):
+        digest.update(part)
+    return "sha256:" + digest.hexdigest()
 
 
 @dataclass(frozen=True)

@@ -1106,3 +1106,20 @@ def test_the_first_repeated_name_in_row_order_is_the_one_reported(make_cartridge
     edit(cart, "INSERT INTO sqlar SELECT * FROM sqlar WHERE name = 'rom/knowledge'")
     edit(cart, "INSERT INTO sqlar SELECT * FROM sqlar WHERE name = 'rom/knowledge/NOTES.md'")
     assert _verdict_under(cart) == "invalid / malformed - Duplicate sqlar name 'rom/knowledge'."
+
+
+@pytest.mark.parametrize("oid", [
+    "SHA256:" + "a" * 64,  # the prefix in capitals
+    "sha256:" + "A" * 64,  # hex in capitals
+    "sha512:" + "a" * 64,
+    "sha256:" + "a" * 63 + "g",
+    "sha256:" + "a" * 63,  # with the next one: 70 + 72 characters that line up as two oids
+])
+def test_a_malformed_oid_is_malformed(make_cartridge, oid: str) -> None:
+    cart = make_cartridge()
+    edit(cart, "UPDATE objects SET oid = ? WHERE source_ref = 'rom/knowledge/NOTES.md'", (oid,))
+    if len(oid) == 70:
+        edit(cart, "UPDATE objects SET oid = ? WHERE source_ref = "
+                   "'rom/skills/demo-skill/SKILL.md'", ("a" + "sha256:" + "b" * 64,))
+    line = _verdict_under(cart)
+    assert line.startswith("invalid / malformed - Objects row "), line
