@@ -13,9 +13,10 @@ import io
 import json
 import os
 import shutil
+import signal
 import sys
 import tempfile
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, TextIO
 
@@ -32,6 +33,7 @@ from acxfs.trust import TrustContext, load_trust
 
 if TYPE_CHECKING:
     from acxfs.loader import Report
+    from acxfs.sources.base import Source
 
 Handler = Callable[[argparse.Namespace], int]
 
@@ -223,6 +225,22 @@ def _print_inspect(report: Report, doc: dict[str, object], out: TextIO) -> None:
 # --- keys and packing ---------------------------------------------------------------------
 
 
+@contextlib.contextmanager
+def _signals_stop_like_ctrl_c() -> Iterator[None]:
+    """SIGTERM and SIGHUP end a command that writes files the way Ctrl-C does, so its clean-up
+    runs (the default action would leave its temporary file or directory behind)."""
+
+    def stop(signum: int, frame: object) -> None:
+        raise KeyboardInterrupt
+
+    previous = {sig: signal.signal(sig, stop) for sig in (signal.SIGTERM, signal.SIGHUP)}
+    try:
+        yield
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+
+
 def cmd_keygen(args: argparse.Namespace) -> int:
     from acxfs.pack import keygen
 
@@ -239,11 +257,12 @@ def cmd_pack(args: argparse.Namespace) -> int:
     from acxfs.pack import load_signing_key, pack
 
     key = load_signing_key(args.key)
-    rom_hash = pack(
-        args.skill_dirs, args.output, args.publisher, key, artifact_id=args.artifact_id,
-        version=args.artifact_version, deflate=args.deflate, sqlar_dirs=args.sqlar_dirs,
-        cartridge_uuid=args.uuid,
-    )
+    with _signals_stop_like_ctrl_c():
+        rom_hash = pack(
+            args.skill_dirs, args.output, args.publisher, key, artifact_id=args.artifact_id,
+            version=args.artifact_version, deflate=args.deflate, sqlar_dirs=args.sqlar_dirs,
+            cartridge_uuid=args.uuid,
+        )
     print(f"wrote {args.output}")
     print(f"manifest: {rom_hash}")
     print(f"keyid: {key.public.keyid}")
@@ -329,12 +348,23 @@ def cmd_cat(args: argparse.Namespace) -> int:
 
 
 def cmd_extract(args: argparse.Namespace) -> int:
-    from acxfs.made_dirs import make_dirs, remove_made
-
     dest: Path = args.dest
     if dest.exists() or dest.is_symlink():
         raise EnvironmentProblem(f"{dest} exists; extract writes a new directory")
     source = _open(args)
+    with _signals_stop_like_ctrl_c():
+        count = _extract(args, source, dest)
+    print(f"extracted {count} verified file{'' if count == 1 else 's'} to {dest}")
+    return 0
+
+
+def _extract(args: argparse.Namespace, source: Source, dest: Path) -> int:
+    """Write the verified files of `source` (or of one skill) as the new directory `dest`:
+    into a staging directory beside it, renamed into place only once complete."""
+    from acxfs.made_dirs import make_dirs, remove_made, rename_new
+
+    mask = os.umask(0)  # read, then restored: the modes below honour it like any new file's
+    os.umask(mask)
     try:
         root = ""
         if args.skill:
@@ -363,18 +393,17 @@ def cmd_extract(args: argparse.Namespace) -> int:
                     for offset in range(0, blob.size, 1024 * 1024):
                         handle.write(blob.read(offset, 1024 * 1024))
                 blob.close()
-                os.chmod(target, 0o755 if entry.executable else 0o644)
+                os.chmod(target, (0o755 if entry.executable else 0o644) & ~mask)
                 count += 1
-            os.chmod(staging, 0o755)  # mkdtemp made it 0700; the tree inside is 0755/0644
-            os.rename(staging, dest)
+            os.chmod(staging, 0o755 & ~mask)  # mkdtemp made it 0700
+            rename_new(staging, dest)  # never over a directory made there meanwhile
         except BaseException:
             shutil.rmtree(staging, ignore_errors=True)
             remove_made(made)
             raise
     finally:
         source.close()
-    print(f"extracted {count} verified file{'' if count == 1 else 's'} to {dest}")
-    return 0
+    return count
 
 
 # --- trust store --------------------------------------------------------------------------

@@ -3,11 +3,15 @@
 Invariant: `make_dirs` returns exactly the directories it created (outermost first), and
 `remove_made` removes only those, innermost first, and only while each is still empty; a
 directory that existed before, or that someone filled meanwhile, is never touched.
+`rename_new` moves a finished directory to a name that must not exist, and never replaces
+what appeared there meanwhile.
 """
 
 from __future__ import annotations
 
 import contextlib
+import ctypes
+import errno
 import os
 from collections.abc import Sequence
 
@@ -41,3 +45,26 @@ def remove_made(made: Sequence[str | os.PathLike[str]]) -> None:
             os.rmdir(directory)
             continue
         return
+
+
+_AT_FDCWD = -100
+_RENAME_NOREPLACE = 1
+
+
+def rename_new(source: str | os.PathLike[str], target: str | os.PathLike[str]) -> None:
+    """Rename `source` to `target`, which must not exist (FileExistsError otherwise).
+
+    A plain rename silently replaces an empty directory created at `target` after the caller
+    checked it; `renameat2(RENAME_NOREPLACE)` refuses instead.  Where the system lacks it,
+    the check is repeated just before the rename."""
+    old, new = os.fsencode(source), os.fsencode(target)
+    renameat2 = getattr(ctypes.CDLL(None, use_errno=True), "renameat2", None)
+    if renameat2 is not None:
+        if renameat2(_AT_FDCWD, old, _AT_FDCWD, new, _RENAME_NOREPLACE) == 0:
+            return
+        code = ctypes.get_errno()
+        if code not in (errno.ENOSYS, errno.EINVAL):  # EINVAL: the filesystem lacks the flag
+            raise OSError(code, os.strerror(code), os.fsdecode(new))
+    if os.path.lexists(new):
+        raise FileExistsError(errno.EEXIST, os.strerror(errno.EEXIST), os.fsdecode(new))
+    os.rename(old, new)

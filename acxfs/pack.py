@@ -23,12 +23,19 @@ from typing import Literal
 
 from acxfs.cartridge import manifest_hash
 from acxfs.dsse import IN_TOTO_PAYLOAD_TYPE, sign_envelope
-from acxfs.errors import EnvironmentProblem, InputError
+from acxfs.errors import AcxfsError, EnvironmentProblem, InputError
 from acxfs.inputs import open_input
 from acxfs.jcs import canonical_bytes
 from acxfs.keys import KeyFormatError, PrivateKey, private_key_from_pem
+from acxfs.made_dirs import make_dirs, remove_made
 from acxfs.skills import IndexRow, SkillError, index_row, is_resource
-from acxfs.sources.acx_file import APPLICATION_ID, SEGMENT_RE, SQLITE_MAGIC, ObjectRow
+from acxfs.sources.acx_file import (
+    APPLICATION_ID,
+    SEGMENT_RE,
+    SQLITE_MAGIC,
+    ObjectRow,
+    check_path,
+)
 from acxfs.trust import LOCAL_PRIVATE, LOCAL_PUBLIC, trust_dir, valid_publisher
 
 Deflate = Literal["zlib", "raw", "none"]
@@ -78,23 +85,42 @@ def public_path_for(private_path: Path) -> Path:
 
 
 def keygen(path: Path | None = None, force: bool = False) -> tuple[Path, Path, PrivateKey]:
-    """Write a new Ed25519 key pair (private PKCS#8 PEM 0600, public SPKI PEM)."""
+    """Write a new Ed25519 key pair (private PKCS#8 PEM 0600, public SPKI PEM), all or nothing.
+
+    Both files are written beside their targets and renamed into place, so a link planted at
+    either name is replaced, never written through, and a failure leaves the old pair (if
+    any) as it was."""
     if path is None:
         private_path, public_path = trust_dir() / LOCAL_PRIVATE, trust_dir() / LOCAL_PUBLIC
     else:
         private_path, public_path = path, public_path_for(path)
     if not force:
         for existing in (private_path, public_path):
-            if existing.exists():
+            if os.path.lexists(existing):  # a link, even a dangling one, is something to lose
                 raise EnvironmentProblem(f"{existing} exists; pass --force to replace it")
     private_path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
     key = PrivateKey.generate()
-    fd = os.open(private_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(fd, "w", encoding="ascii") as handle:
-        os.fchmod(handle.fileno(), 0o600)
-        handle.write(key.pem)
-    public_path.write_text(key.public.pem, encoding="ascii")
+    written: list[str] = []
+    try:
+        staged = [(_staged(target, text, mode, written), target) for target, text, mode in (
+            (public_path, key.public.pem, 0o644), (private_path, key.pem, 0o600))]
+        for tmp_name, target in staged:  # the public key first: a pair is replaced whole or
+            os.replace(tmp_name, target)  # not at all, unless the second rename fails
+            written.remove(tmp_name)
+    finally:
+        for tmp_name in written:
+            Path(tmp_name).unlink(missing_ok=True)
     return private_path, public_path, key
+
+
+def _staged(target: Path, text: str, mode: int, written: list[str]) -> str:
+    """`text` in a new file beside `target` (mode `mode`), its name added to `written`."""
+    fd, tmp_name = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
+    written.append(tmp_name)
+    with os.fdopen(fd, "w", encoding="ascii") as handle:
+        os.fchmod(handle.fileno(), mode)
+        handle.write(text)
+    return tmp_name
 
 
 def load_signing_key(path: Path | None) -> PrivateKey:
@@ -137,7 +163,11 @@ def collect_skill(skill_dir: Path) -> list[SourceFile]:
     if not (skill_dir / "SKILL.md").is_file():
         raise PackError(f"{skill_dir}: no SKILL.md")
     files: list[SourceFile] = []
-    for root, dirnames, filenames in os.walk(skill_dir):
+
+    def unreadable(exc: OSError) -> None:  # a directory left out would be signed as absent
+        raise EnvironmentProblem(f"cannot list {exc.filename} ({exc.strerror}); nothing packed")
+
+    for root, dirnames, filenames in os.walk(skill_dir, onerror=unreadable):
         dirnames.sort()
         linked_dirs = [d for d in dirnames if os.path.islink(os.path.join(root, d))]
         for name in sorted(filenames) + linked_dirs:
@@ -151,6 +181,10 @@ def collect_skill(skill_dir: Path) -> list[SourceFile]:
                 if not SEGMENT_RE.fullmatch(segment):
                     raise PackError(f"{full}: name {segment!r} is not portable "
                                     "(letters, digits, '.', '_', '-'; no leading dot)")
+            try:  # the bounds every reader applies (depth, length): never write what they refuse
+                check_path(sqlar_name)
+            except AcxfsError as exc:
+                raise PackError(f"{full}: {exc}") from exc
             files.append(SourceFile(sqlar_name, full.read_bytes(), bool(info.st_mode & 0o111)))
     return files
 
@@ -309,10 +343,12 @@ def _write(
     output = Path(os.path.realpath(output))
     if output.is_dir():
         raise EnvironmentProblem(f"{output}: is a directory")
+    made: list[str] = []
     try:
-        output.parent.mkdir(parents=True, exist_ok=True)
+        made = make_dirs(output.parent)
         fd, tmp_name = tempfile.mkstemp(prefix=".acxfs-pack-", suffix=".acx", dir=output.parent)
     except OSError as exc:
+        remove_made(made)
         raise EnvironmentProblem(f"cannot write {output} ({exc.strerror})") from exc
     os.close(fd)
     try:
@@ -359,10 +395,15 @@ def _write(
             conn.execute("COMMIT")
         finally:
             conn.close()
-        os.chmod(tmp_name, 0o644)
+        mask = os.umask(0)  # read, then restored: the file's mode honours it
+        os.umask(mask)
+        os.chmod(tmp_name, 0o644 & ~mask)
         os.replace(tmp_name, output)
-    except BaseException:
+    except BaseException as exc:
         Path(tmp_name).unlink(missing_ok=True)
+        remove_made(made)
+        if isinstance(exc, sqlite3.Error):  # e.g. the disk is full
+            raise EnvironmentProblem(f"cannot write {output} ({exc})") from exc
         raise
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import base64
 import json
+import os
 import shutil
 import sqlite3
 import subprocess
@@ -206,3 +207,141 @@ def test_two_skills_share_one_cartridge_and_index(run_cli, tmp_path) -> None:
     for name in ("skill-a", "skill-b"):
         assert f"rom/skills/{name}/SKILL.md" in result.out
     assert shutil.which("sqlite3")
+
+
+# --- commands that write: never through a link, all or nothing, nothing left behind ---------
+
+
+def _acxfs(*argv: object, preexec=None, **kw) -> subprocess.CompletedProcess[str]:
+    """The installed `acxfs` command in a child process (for what an in-process call cannot
+    show: signals, dropped privileges, resource limits, the umask)."""
+    return subprocess.run(["acxfs", *map(str, argv)], capture_output=True, text=True,
+                          preexec_fn=preexec, timeout=120, **kw)
+
+
+def _left_behind(directory: Path) -> list[str]:
+    return sorted(p.name for p in directory.iterdir() if p.name.startswith("."))
+
+
+def test_keygen_replaces_a_planted_link_instead_of_writing_through_it(run_cli, tmp_path) -> None:
+    victim = tmp_path / "victim"
+    precious = tmp_path / "precious"
+    precious.write_text("important\n")
+    (tmp_path / "k.pem").symlink_to(victim)  # dangling: still something not to write through
+    refused = run_cli("keygen", tmp_path / "k.pem")
+    assert refused.code == 2 and "exists; pass --force" in refused.err
+    (tmp_path / "k.pub.pem").symlink_to(precious)
+    assert run_cli("keygen", "--force", tmp_path / "k.pem").code == 0
+    assert not victim.exists() and precious.read_text() == "important\n"
+    for name in ("k.pem", "k.pub.pem"):
+        assert not (tmp_path / name).is_symlink()
+    assert (tmp_path / "k.pem").stat().st_mode & 0o777 == 0o600
+    assert _left_behind(tmp_path) == []
+
+
+def test_a_failed_keygen_leaves_the_old_pair_whole(run_cli, tmp_path) -> None:
+    key = tmp_path / "k.pem"
+    assert run_cli("keygen", key).code == 0
+    old = key.read_text()
+    (tmp_path / "k.pub.pem").unlink()
+    (tmp_path / "k.pub.pem").mkdir()  # a public key cannot be renamed over a non-empty directory
+    (tmp_path / "k.pub.pem" / "keep").write_text("x")
+    result = run_cli("keygen", "--force", key)
+    assert result.code == 2 and result.err.count("\n") == 1, result.err
+    assert key.read_text() == old
+    assert _left_behind(tmp_path) == []
+
+
+def test_pack_refuses_a_directory_it_cannot_list_instead_of_leaving_it_out(tmp_path) -> None:
+    assert shutil.which("setpriv"), "util-linux setpriv drops root's right to read anything"
+    assert _acxfs("keygen", tmp_path / "k.pem").returncode == 0
+    skill = _skill(tmp_path, "hidden-skill", extra={"references/secret/a.md": b"a\n"})
+    (skill / "references" / "secret").chmod(0)
+    try:
+        caps = "-dac_override,-dac_read_search"
+        result = subprocess.run(
+            ["setpriv", f"--bounding-set={caps}", f"--inh-caps={caps}", "--", "acxfs", "pack",
+             str(skill), "-o", str(tmp_path / "out" / "x.acx"), "--publisher", PUB,
+             "--key", str(tmp_path / "k.pem")], capture_output=True, text=True, timeout=120)
+    finally:
+        (skill / "references" / "secret").chmod(0o755)
+    assert result.returncode == 2, result.stderr
+    assert result.stderr == (f"acxfs: error: cannot list {skill}/references/secret "
+                             "(Permission denied); nothing packed\n")
+    assert not (tmp_path / "out").exists()
+
+
+def test_pack_refuses_paths_deeper_or_longer_than_readers_accept(run_cli, tmp_path) -> None:
+    run_cli("keygen")
+    deep = "/".join(f"d{i}" for i in range(66)) + "/f.md"
+    skill = _skill(tmp_path, "deep-skill", extra={deep: b"deep\n"})
+    result = run_cli("pack", skill, "-o", tmp_path / "x.acx", "--publisher", PUB)
+    assert result.code == 1 and "path deeper than 64 segments" in result.err, result.err
+    assert not (tmp_path / "x.acx").exists()
+
+
+def test_pack_out_of_space_is_one_line_and_leaves_nothing(tmp_path) -> None:
+    import resource
+    import signal
+
+    assert _acxfs("keygen", tmp_path / "k.pem").returncode == 0
+    skill = _skill(tmp_path, "big-skill", extra={"assets/noise.bin": os.urandom(4 << 20)})
+
+    def small_files() -> None:  # writes past 1 MiB fail (EFBIG) instead of killing the process
+        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+        resource.setrlimit(resource.RLIMIT_FSIZE, (1 << 20, 1 << 20))
+
+    result = _acxfs("pack", skill, "-o", tmp_path / "new" / "dir" / "x.acx", "--publisher", PUB,
+                    "--key", tmp_path / "k.pem", preexec=small_files)
+    assert result.returncode == 2 and result.stderr.startswith(
+        f"acxfs: error: cannot write {tmp_path}/new/dir/x.acx ("), result.stderr
+    assert result.stderr.count("\n") == 1
+    assert not (tmp_path / "new").exists()
+
+
+def test_pack_stopped_by_sigterm_removes_its_temporary_file(tmp_path) -> None:
+    import signal
+    import time
+
+    assert _acxfs("keygen", tmp_path / "k.pem").returncode == 0
+    skill = _skill(tmp_path, "slow-skill", extra={"assets/noise.bin": os.urandom(96 << 20)})
+    out_dir = tmp_path / "out"
+    out_dir.mkdir()
+    proc = subprocess.Popen(["acxfs", "pack", str(skill), "-o", str(out_dir / "x.acx"),
+                             "--publisher", PUB, "--key", str(tmp_path / "k.pem")],
+                            stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 60
+    while not _left_behind(out_dir) and proc.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.005)
+    assert _left_behind(out_dir), "pack never wrote its temporary file (or ended first)"
+    proc.send_signal(signal.SIGTERM)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130 and err == "acxfs: interrupted\n", (proc.returncode, err)
+    assert list(out_dir.iterdir()) == []
+
+
+def test_parallel_trust_adds_of_one_key_all_succeed(run_cli, tmp_path) -> None:
+    assert run_cli("keygen", tmp_path / "k.pem").code == 0
+    procs = [subprocess.Popen(["acxfs", "trust", "add", str(tmp_path / "k.pub.pem"),
+                               "--publisher", PUB], stdout=subprocess.DEVNULL,
+                              stderr=subprocess.PIPE, text=True) for _ in range(12)]
+    errors = [proc.communicate(timeout=60)[1] for proc in procs]
+    assert [proc.returncode for proc in procs] == [0] * 12, errors
+    pins = tmp_path / "trust" / "pins"
+    assert [p.suffix for p in pins.iterdir()] == [".json"]
+    assert json.loads(next(pins.iterdir()).read_text())["publisherId"] == PUB
+
+
+def test_trust_add_never_writes_through_a_link_planted_beside_the_pin(run_cli, tmp_path) -> None:
+    from acxfs.keys import load_public_key_file
+    from acxfs.trust import pin_path
+
+    assert run_cli("keygen", tmp_path / "k.pem").code == 0
+    key = load_public_key_file(str(tmp_path / "k.pub.pem"))
+    pin = pin_path(tmp_path / "trust", key.keyid)
+    pin.parent.mkdir(parents=True)
+    victim = tmp_path / "victim"
+    pin.with_suffix(".tmp").symlink_to(victim)  # the fixed name an earlier version wrote to
+    assert run_cli("trust", "add", tmp_path / "k.pub.pem", "--publisher", PUB).code == 0
+    assert not victim.exists() and not pin.is_symlink()
+    assert json.loads(pin.read_text())["keyid"] == key.keyid

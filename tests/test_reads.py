@@ -160,3 +160,31 @@ def test_ls_lists_without_reading_content(run_cli, make_cartridge, trusted_regis
     result = run_cli("ls", cart, "rom/skills/demo-skill", "-l", "--registry", trusted_registry)
     assert result.code == 0
     assert "rom/skills/demo-skill/SKILL.md" in result.out and "-r--r--r--" in result.out
+
+
+def test_extract_honours_the_umask(run_cli, make_cartridge, trusted_registry, tmp_path) -> None:
+    import os
+
+    cart = make_cartridge()
+    dest = tmp_path / "private"
+    old = os.umask(0o077)
+    try:
+        assert run_cli("extract", cart, dest, "--registry", trusted_registry).code == 0
+    finally:
+        os.umask(old)
+    modes = {p.stat().st_mode & 0o777 for p in [dest, *dest.rglob("*")]}
+    assert modes <= {0o700, 0o600} and 0o600 in modes and 0o700 in modes, modes
+
+
+def test_a_finished_tree_never_replaces_a_directory_made_meanwhile(tmp_path) -> None:
+    from acxfs.made_dirs import rename_new
+
+    staging, dest = tmp_path / ".staging", tmp_path / "dest"
+    (staging / "sub").mkdir(parents=True)
+    dest.mkdir()  # made after the caller checked that dest did not exist
+    with pytest.raises(FileExistsError):
+        rename_new(staging, dest)
+    assert (staging / "sub").is_dir() and list(dest.iterdir()) == []
+    dest.rmdir()
+    rename_new(staging, dest)
+    assert (dest / "sub").is_dir() and not staging.exists()

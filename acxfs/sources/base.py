@@ -120,6 +120,11 @@ class Source(Protocol):
     tree: Tree
     label: str  # what the user named, for messages and the mount's fsname
 
+    @property
+    def skills_root(self) -> str:
+        """The tree path that holds the skills (where `--skill NAME` looks)."""
+        ...
+
     def raw_chunks(self, entry: Entry) -> Iterator[bytes]:
         """The stored bytes of a file entry, in order (compressed as `entry.codec` says)."""
         ...
