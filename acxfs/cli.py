@@ -375,7 +375,8 @@ def _extract(args: argparse.Namespace, source: Source, dest: Path) -> int:
                                          f"(skills: {', '.join(skills) or 'none'})")
         made = make_dirs(dest.parent)
         try:
-            staging = Path(tempfile.mkdtemp(prefix=f".{dest.name}.acxfs-", dir=dest.parent))
+            # Not named after dest: a name near the 255-byte limit would leave no room.
+            staging = Path(tempfile.mkdtemp(prefix=".acxfs-extract-", dir=dest.parent))
         except BaseException:
             remove_made(made)
             raise

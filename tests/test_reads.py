@@ -188,3 +188,10 @@ def test_a_finished_tree_never_replaces_a_directory_made_meanwhile(tmp_path) -> 
     dest.rmdir()
     rename_new(staging, dest)
     assert (dest / "sub").is_dir() and not staging.exists()
+
+
+def test_extract_to_a_name_of_the_longest_length_works(run_cli, make_cartridge,
+                                                       trusted_registry, tmp_path) -> None:
+    dest = tmp_path / ("d" * 255)
+    assert run_cli("extract", make_cartridge(), dest, "--registry", trusted_registry).code == 0
+    assert (dest / "rom" / "knowledge" / "NOTES.md").is_file()
