@@ -230,10 +230,15 @@ def _signals_stop_like_ctrl_c() -> Iterator[None]:
     """SIGTERM and SIGHUP end a command that writes files the way Ctrl-C does, so its clean-up
     runs (the default action would leave its temporary file or directory behind)."""
 
+    signals = [sig for sig in (signal.SIGTERM, signal.SIGHUP)
+               if signal.getsignal(sig) is not signal.SIG_IGN]  # nohup's choice stands
+
     def stop(signum: int, frame: object) -> None:
+        for sig in signals:  # once: a second signal must not cut the clean-up short
+            signal.signal(sig, signal.SIG_IGN)
         raise KeyboardInterrupt
 
-    previous = {sig: signal.signal(sig, stop) for sig in (signal.SIGTERM, signal.SIGHUP)}
+    previous = {sig: signal.signal(sig, stop) for sig in signals}
     try:
         yield
     finally:
@@ -361,10 +366,9 @@ def cmd_extract(args: argparse.Namespace) -> int:
 def _extract(args: argparse.Namespace, source: Source, dest: Path) -> int:
     """Write the verified files of `source` (or of one skill) as the new directory `dest`:
     into a staging directory beside it, renamed into place only once complete."""
-    from acxfs.made_dirs import make_dirs, remove_made, rename_new
+    from acxfs.made_dirs import current_umask, make_dirs, remove_made, rename_new
 
-    mask = os.umask(0)  # read, then restored: the modes below honour it like any new file's
-    os.umask(mask)
+    mask = current_umask()  # the modes below honour it like any new file's
     try:
         root = ""
         if args.skill:

@@ -4,7 +4,7 @@ Invariant: `make_dirs` returns exactly the directories it created (outermost fir
 `remove_made` removes only those, innermost first, and only while each is still empty; a
 directory that existed before, or that someone filled meanwhile, is never touched.
 `rename_new` moves a finished directory to a name that must not exist, and never replaces
-what appeared there meanwhile.
+what appeared there meanwhile.  Modes acxfs sets with chmod honour `current_umask`.
 """
 
 from __future__ import annotations
@@ -17,7 +17,18 @@ from collections.abc import Sequence
 
 
 def make_dirs(path: str | os.PathLike[str]) -> list[str]:
-    """Create `path` and its missing parents; the ones created, outermost first."""
+    """Create `path` and its missing parents; the ones created, outermost first.  A directory
+    another process creates meanwhile is used, not reported as made (and not an error)."""
+    for attempt in range(3):  # a parent another process made, then removed again: start over
+        try:
+            return _make_missing(path)
+        except FileNotFoundError:
+            if attempt == 2:
+                raise
+    raise AssertionError("unreachable")
+
+
+def _make_missing(path: str | os.PathLike[str]) -> list[str]:
     missing: list[str] = []
     current = os.path.abspath(path)
     while not os.path.lexists(current):
@@ -29,7 +40,12 @@ def make_dirs(path: str | os.PathLike[str]) -> list[str]:
     made: list[str] = []
     try:
         for directory in reversed(missing):
-            os.mkdir(directory)
+            try:
+                os.mkdir(directory)
+            except FileExistsError:
+                if not os.path.isdir(directory):
+                    raise
+                continue  # made by someone else just now: theirs to remove
             made.append(directory)
     except BaseException:
         remove_made(made)
@@ -68,3 +84,11 @@ def rename_new(source: str | os.PathLike[str], target: str | os.PathLike[str]) -
     if os.path.lexists(new):
         raise FileExistsError(errno.EEXIST, os.strerror(errno.EEXIST), os.fsdecode(new))
     os.rename(old, new)
+
+
+def current_umask() -> int:
+    """The process's umask (read by setting it, then restored: call it with no other thread
+    creating files), for modes acxfs sets itself with chmod."""
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask

@@ -27,7 +27,7 @@ from acxfs.errors import AcxfsError, EnvironmentProblem, InputError
 from acxfs.inputs import open_input
 from acxfs.jcs import canonical_bytes
 from acxfs.keys import KeyFormatError, PrivateKey, private_key_from_pem
-from acxfs.made_dirs import make_dirs, remove_made
+from acxfs.made_dirs import current_umask, make_dirs, remove_made
 from acxfs.skills import IndexRow, SkillError, index_row, is_resource
 from acxfs.sources.acx_file import (
     APPLICATION_ID,
@@ -98,14 +98,21 @@ def keygen(path: Path | None = None, force: bool = False) -> tuple[Path, Path, P
         for existing in (private_path, public_path):
             if os.path.lexists(existing):  # a link, even a dangling one, is something to lose
                 raise EnvironmentProblem(f"{existing} exists; pass --force to replace it")
+    for target in (private_path, public_path):
+        if target.is_dir():
+            raise EnvironmentProblem(f"{target}: is a directory")
     private_path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
     key = PrivateKey.generate()
     written: list[str] = []
     try:
         staged = [(_staged(target, text, mode, written), target) for target, text, mode in (
-            (public_path, key.public.pem, 0o644), (private_path, key.pem, 0o600))]
+            (public_path, key.public.pem, 0o644 & ~current_umask()),
+            (private_path, key.pem, 0o600))]
         for tmp_name, target in staged:  # the public key first: a pair is replaced whole or
-            os.replace(tmp_name, target)  # not at all, unless the second rename fails
+            try:  # not at all, unless the second rename fails
+                os.replace(tmp_name, target)
+            except OSError as exc:
+                raise EnvironmentProblem(f"cannot write {target} ({exc.strerror})") from exc
             written.remove(tmp_name)
     finally:
         for tmp_name in written:
@@ -310,6 +317,12 @@ def pack(
         covered = canonical_bytes({"key": meta_key, "value": value})
         objects.append(ObjectRow(_oid(covered), "cartridge", f"cartridge:{meta_key}",
                                  "jcs-rfc8785", "rom", len(value.encode("utf-8"))))
+    signed_by_oid: dict[str, str] = {}
+    for obj in objects:  # a file may not repeat a cartridge fact's bytes either (one oid each)
+        other = signed_by_oid.setdefault(obj.oid, obj.source_ref)
+        if other != obj.source_ref:
+            raise PackError(f"{other} has the same bytes as the signed form of {obj.source_ref}; "
+                            "ACX 0.1 keys objects by content hash (make the file differ)")
     rom_hash = manifest_hash(objects)
     checksum_lines = "\n".join(sorted(f"{o.oid}  {o.source_ref}" for o in objects))
     statement = {
@@ -395,14 +408,12 @@ def _write(
             conn.execute("COMMIT")
         finally:
             conn.close()
-        mask = os.umask(0)  # read, then restored: the file's mode honours it
-        os.umask(mask)
-        os.chmod(tmp_name, 0o644 & ~mask)
+        os.chmod(tmp_name, 0o644 & ~current_umask())
         os.replace(tmp_name, output)
     except BaseException as exc:
         Path(tmp_name).unlink(missing_ok=True)
         remove_made(made)
-        if isinstance(exc, sqlite3.Error):  # e.g. the disk is full
+        if isinstance(exc, sqlite3.OperationalError):  # e.g. the disk is full
             raise EnvironmentProblem(f"cannot write {output} ({exc})") from exc
         raise
 

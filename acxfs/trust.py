@@ -25,6 +25,7 @@ from acxfs.errors import TrustConfigError
 from acxfs.inputs import open_input
 from acxfs.keys import KeyFormatError, PublicKey, load_public_key_file, public_key_from_pem
 from acxfs.limits import DEFAULT_LIMITS, Limits
+from acxfs.made_dirs import current_umask
 
 REGISTRY_SCHEMA = "acx.trust-registry/1"
 _TOP_FIELDS = {"schemaVersion", "registryId", "updatedAt", "keys"}
@@ -355,7 +356,7 @@ def add_pin(key: PublicKey, publisher: str | None, note: str, store: Path | None
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            os.fchmod(handle.fileno(), 0o644)
+            os.fchmod(handle.fileno(), 0o644 & ~current_umask())
             handle.write(json.dumps(doc, indent=2) + "\n")
         os.replace(tmp, path)
     except BaseException:

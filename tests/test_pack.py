@@ -301,19 +301,8 @@ def test_pack_out_of_space_is_one_line_and_leaves_nothing(tmp_path) -> None:
 
 def test_pack_stopped_by_sigterm_removes_its_temporary_file(tmp_path) -> None:
     import signal
-    import time
 
-    assert _acxfs("keygen", tmp_path / "k.pem").returncode == 0
-    skill = _skill(tmp_path, "slow-skill", extra={"assets/noise.bin": os.urandom(96 << 20)})
-    out_dir = tmp_path / "out"
-    out_dir.mkdir()
-    proc = subprocess.Popen(["acxfs", "pack", str(skill), "-o", str(out_dir / "x.acx"),
-                             "--publisher", PUB, "--key", str(tmp_path / "k.pem")],
-                            stderr=subprocess.PIPE, text=True)
-    deadline = time.monotonic() + 60
-    while not _left_behind(out_dir) and proc.poll() is None and time.monotonic() < deadline:
-        time.sleep(0.005)
-    assert _left_behind(out_dir), "pack never wrote its temporary file (or ended first)"
+    proc, out_dir = _slow_pack(tmp_path)
     proc.send_signal(signal.SIGTERM)
     _, err = proc.communicate(timeout=60)
     assert proc.returncode == 130 and err == "acxfs: interrupted\n", (proc.returncode, err)
@@ -345,3 +334,121 @@ def test_trust_add_never_writes_through_a_link_planted_beside_the_pin(run_cli, t
     assert run_cli("trust", "add", tmp_path / "k.pub.pem", "--publisher", PUB).code == 0
     assert not victim.exists() and not pin.is_symlink()
     assert json.loads(pin.read_text())["keyid"] == key.keyid
+
+
+def _wait_for_temporary_file(proc: subprocess.Popen[str], directory: Path) -> None:
+    import time
+
+    deadline = time.monotonic() + 60
+    while not _left_behind(directory) and proc.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.005)
+    assert _left_behind(directory), "pack never wrote its temporary file (or ended first)"
+
+
+def _slow_pack(tmp_path: Path, preexec=None) -> tuple[subprocess.Popen[str], Path]:
+    assert _acxfs("keygen", tmp_path / "k.pem").returncode == 0
+    skill = _skill(tmp_path, "slow-skill", extra={"assets/noise.bin": os.urandom(96 << 20)})
+    out_dir = tmp_path / "out"
+    out_dir.mkdir()
+    proc = subprocess.Popen(["acxfs", "pack", str(skill), "-o", str(out_dir / "x.acx"),
+                             "--publisher", PUB, "--key", str(tmp_path / "k.pem")],
+                            stderr=subprocess.PIPE, text=True, preexec_fn=preexec)
+    _wait_for_temporary_file(proc, out_dir)
+    return proc, out_dir
+
+
+def test_a_second_sigterm_does_not_cut_the_clean_up_short(tmp_path) -> None:
+    import signal
+    import time
+
+    assert _acxfs("keygen", tmp_path / "k.pem").returncode == 0
+    files = {f"assets/f{i:05d}.txt": f"{i}\n".encode() for i in range(6000)}
+    skill = _skill(tmp_path, "many-skill", extra=files)
+    cart = tmp_path / "many.acx"
+    assert _acxfs("pack", skill, "-o", cart, "--publisher", PUB,
+                  "--key", tmp_path / "k.pem").returncode == 0
+    work = tmp_path / "work"
+    work.mkdir()
+    proc = subprocess.Popen(["acxfs", "extract", str(cart), str(work / "out"), "--trust-key",
+                             str(tmp_path / "k.pub.pem")], stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 60
+    written = 0
+    while written < 3000 and proc.poll() is None and time.monotonic() < deadline:
+        staging = [p for p in work.iterdir() if p.name.startswith(".acxfs-extract-")]
+        assets = staging[0] / "rom" / "skills" / "many-skill" / "assets" if staging else None
+        written = len(os.listdir(assets)) if assets and assets.is_dir() else 0
+    assert written >= 3000, "extract ended before it had written half its files"
+    proc.send_signal(signal.SIGTERM)
+    time.sleep(0.01)  # the second arrives while the first one's clean-up removes those files
+    proc.send_signal(signal.SIGTERM)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130 and err == "acxfs: interrupted\n", (proc.returncode, err)
+    assert list(work.iterdir()) == []
+
+
+def test_pack_under_nohup_ignores_sighup(tmp_path) -> None:
+    import signal
+
+    proc, out_dir = _slow_pack(tmp_path, preexec=lambda: signal.signal(signal.SIGHUP,
+                                                                       signal.SIG_IGN))
+    proc.send_signal(signal.SIGHUP)
+    _, err = proc.communicate(timeout=120)
+    assert proc.returncode == 0, err
+    assert [p.name for p in out_dir.iterdir()] == ["x.acx"]
+
+
+def test_keygen_refuses_a_directory_target_and_keeps_the_pair(run_cli, tmp_path) -> None:
+    key = tmp_path / "k.pem"
+    assert run_cli("keygen", key).code == 0
+    public = (tmp_path / "k.pub.pem").read_text()
+    key.unlink()
+    key.mkdir()
+    result = run_cli("keygen", "--force", key)
+    assert result.code == 2 and result.err == f"acxfs: error: {key}: is a directory\n"
+    assert (tmp_path / "k.pub.pem").read_text() == public
+    assert _left_behind(tmp_path) == []
+
+
+def test_a_file_with_the_bytes_of_a_cartridge_fact_is_refused_before_writing(run_cli,
+                                                                            tmp_path) -> None:
+    from acxfs.jcs import canonical_bytes
+
+    run_cli("keygen")
+    fact = canonical_bytes({"key": "acx.artifact_version", "value": "1.0.0"})
+    skill = _skill(tmp_path, "fact-skill", extra={"assets/fact.json": fact})
+    result = run_cli("pack", skill, "-o", tmp_path / "x.acx", "--publisher", PUB)
+    assert result.code == 1, result.err
+    assert result.err == ("acxfs: error: rom/skills/fact-skill/assets/fact.json has the same "
+                          "bytes as the signed form of cartridge:acx.artifact_version; ACX 0.1 "
+                          "keys objects by content hash (make the file differ)\n")
+    assert not (tmp_path / "x.acx").exists()
+
+
+def test_keys_and_pins_honour_the_umask(run_cli, tmp_path) -> None:
+    old = os.umask(0o077)
+    try:
+        assert run_cli("keygen", tmp_path / "k.pem").code == 0
+        assert run_cli("trust", "add", tmp_path / "k.pub.pem", "--publisher", PUB).code == 0
+    finally:
+        os.umask(old)
+    assert (tmp_path / "k.pub.pem").stat().st_mode & 0o777 == 0o600
+    pins = list((tmp_path / "trust" / "pins").iterdir())
+    assert [p.stat().st_mode & 0o777 for p in pins] == [0o600]
+
+
+def test_a_directory_another_process_makes_meanwhile_is_used_not_claimed(tmp_path,
+                                                                        monkeypatch) -> None:
+    from acxfs import made_dirs
+
+    real_mkdir = os.mkdir
+
+    def racing_mkdir(path, mode=0o777):  # the other process wins the race for "shared"
+        if os.path.basename(path) == "shared":
+            real_mkdir(path)
+        real_mkdir(path, mode)
+
+    monkeypatch.setattr(os, "mkdir", racing_mkdir)
+    made = made_dirs.make_dirs(tmp_path / "shared" / "mine")
+    assert made == [str(tmp_path / "shared" / "mine")]
+    made_dirs.remove_made(made)
+    assert (tmp_path / "shared").is_dir()
