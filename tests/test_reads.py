@@ -195,3 +195,20 @@ def test_extract_to_a_name_of_the_longest_length_works(run_cli, make_cartridge,
     dest = tmp_path / ("d" * 255)
     assert run_cli("extract", make_cartridge(), dest, "--registry", trusted_registry).code == 0
     assert (dest / "rom" / "knowledge" / "NOTES.md").is_file()
+
+
+def test_a_source_keeps_the_tree_but_not_the_checked_rows(make_cartridge, trusted_registry) -> None:
+    # A mount's daemon holds the source for its life: the check's rows (every sqlar and
+    # objects row) would double its memory for nothing once the tree is built.
+    import gc
+
+    from acxfs.sources.acx_file import CartridgeRows
+    from acxfs.trust import load_trust
+
+    trust = load_trust(registries=[str(trusted_registry)])
+    source, verdict = open_source(str(make_cartridge()), trust)
+    gc.unfreeze()  # the check froze what it built: bring it back into view
+    gc.collect()
+    assert verdict.status == "verified" and source.tree.lookup("rom/knowledge/NOTES.md")
+    assert not [o for o in gc.get_objects() if isinstance(o, CartridgeRows)]
+    source.close()

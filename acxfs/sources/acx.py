@@ -27,7 +27,8 @@ class CartridgeSource:
         self, cartridge: VerifiedCartridge, *, with_save: bool = False,
         limits: Limits = DEFAULT_LIMITS,
     ) -> None:
-        self.cartridge = cartridge
+        # Only what serving needs is kept: the check's rows (every sqlar and objects row) are
+        # freed as soon as the report is, before a mount forks its daemon.
         self.verdict = cartridge.verdict
         self.label = cartridge.rows.path
         self._limits = limits
