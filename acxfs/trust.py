@@ -14,6 +14,8 @@ import hashlib
 import json
 import os
 import re
+import shlex
+import stat
 import tempfile
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -278,24 +280,47 @@ def load_trust(
     """The trust store plus one command's `--registry` and `--trust-key` files."""
     store = trust_dir() if store is None else store
     ctx = TrustContext()
+    check_guarded(store)
     reg_dir = store / "registries"
     if reg_dir.is_dir():
+        check_guarded(reg_dir)
         for installed in sorted(reg_dir.glob("*.json")):
+            check_guarded(installed)
             ctx.registry.extend(load_registry_file(installed, limits))
     for given in registries:
         ctx.registry.extend(load_registry_file(given, limits))
-    pin_dir = store / "pins"
-    if pin_dir.is_dir():
-        for pin_file in sorted(pin_dir.glob("*.json")):
-            ctx.pins.append(_load_pin(pin_file))
+    ctx.pins.extend(list_pins(store))
     for key_file in trust_keys:
         key = load_public_key_file(key_file)
         ctx.pins.append(Pin(key.keyid, key, None, key_file))
     local_pub = store / LOCAL_PUBLIC
     if local_pub.is_file():
+        check_guarded(local_pub.parent)
+        check_guarded(local_pub)
         key = load_public_key_file(str(local_pub))
         ctx.local[key.keyid] = key
     return ctx
+
+
+def check_guarded(path: Path) -> None:
+    """Refuse a part of the trust store that someone else can change: whoever can write a
+    pin, a registry or the local key there chooses which keys this user trusts.  It must
+    belong to this user or root and not be writable by others (group-writable is allowed:
+    with per-user groups, the usual Debian set-up, the group is the user)."""
+    try:
+        info = os.stat(path)
+    except FileNotFoundError:
+        return
+    except OSError as exc:
+        raise TrustConfigError(f"cannot inspect trust store {path}: {exc.strerror}") from exc
+    if info.st_uid not in (os.getuid(), 0):
+        raise TrustConfigError(
+            f"trust store {path} belongs to uid {info.st_uid}, not to you or root: whoever owns "
+            "it chooses which keys you trust")
+    if info.st_mode & stat.S_IWOTH:
+        raise TrustConfigError(
+            f"trust store {path} is writable by anyone (mode {stat.S_IMODE(info.st_mode):o}): "
+            f"anyone could choose which keys you trust; run: chmod o-w {shlex.quote(str(path))}")
 
 
 def _read_pin(path: Path) -> dict[str, object]:
@@ -385,7 +410,14 @@ def remove_pin(keyid: str, store: Path | None = None) -> bool:
 def list_pins(store: Path | None = None) -> list[Pin]:
     store = trust_dir() if store is None else store
     pin_dir = store / "pins"
-    return [_load_pin(p) for p in sorted(pin_dir.glob("*.json"))] if pin_dir.is_dir() else []
+    if not pin_dir.is_dir():
+        return []
+    check_guarded(pin_dir)
+    pins = []
+    for pin_file in sorted(pin_dir.glob("*.json")):
+        check_guarded(pin_file)
+        pins.append(_load_pin(pin_file))
+    return pins
 
 
 def valid_publisher(publisher: str) -> bool:

@@ -1123,3 +1123,41 @@ def test_a_malformed_oid_is_malformed(make_cartridge, oid: str) -> None:
                    "'rom/skills/demo-skill/SKILL.md'", ("a" + "sha256:" + "b" * 64,))
     line = _verdict_under(cart)
     assert line.startswith("invalid / malformed - Objects row "), line
+
+
+# --- a trust store someone else can change is not used ---------------------------------------
+
+
+@pytest.mark.parametrize("part", ["store", "pins", "pin file", "keys", "local key"])
+def test_a_trust_store_anyone_can_write_is_refused(
+    run_cli, make_cartridge, signer, tmp_path, part: str
+) -> None:
+    _pin(run_cli, signer, tmp_path, PUBLISHER)
+    assert run_cli("keygen").code == 0
+    store = tmp_path / "trust"
+    target = {"store": store, "pins": store / "pins", "pin file": next((store / "pins").iterdir()),
+              "keys": store / "keys", "local key": store / "keys" / "local.pub.pem"}[part]
+    cart = make_cartridge()
+    assert run_cli("verify", cart).verdict == TRUSTED
+    target.chmod(target.stat().st_mode | 0o002)
+    result = run_cli("verify", cart)
+    assert result.code == 2 and result.out == ""
+    assert result.err == (f"acxfs: error: trust store {target} is writable by anyone (mode "
+                          f"{target.stat().st_mode & 0o7777:o}): anyone could choose which keys "
+                          f"you trust; run: chmod o-w {target}\n")
+    target.chmod(target.stat().st_mode & ~0o002 | 0o020)  # group-writable: the user's choice
+    assert run_cli("verify", cart).verdict == TRUSTED
+
+
+def test_a_trust_store_owned_by_another_user_is_refused(
+    run_cli, make_cartridge, signer, tmp_path
+) -> None:
+    _pin(run_cli, signer, tmp_path, PUBLISHER)
+    pins = tmp_path / "trust" / "pins"
+    os.chown(pins, 12345, 12345)
+    result = run_cli("trust", "list")
+    assert result.code == 2 and result.err == (
+        f"acxfs: error: trust store {pins} belongs to uid 12345, not to you or root: whoever "
+        "owns it chooses which keys you trust\n")
+    os.chown(pins, 0, 0)
+    assert run_cli("verify", make_cartridge()).verdict == TRUSTED
