@@ -388,6 +388,8 @@ class ContentStore:
         self._flights: dict[str, _Flight] = {}
         self._failed: dict[str, TamperError] = {}
         self._inflight = 0  # bytes being verified right now, bounded by limits.inflight_bytes
+        # Kept for files verified in memory (16 of them at the largest, or half the budget).
+        self._small_room = min(limits.inflight_bytes // 2, 16 * limits.memory_spill_bytes)
         self._room = threading.Condition(self._lock)
 
     def get(self, entry: Entry) -> VerifiedBlob:
@@ -400,7 +402,12 @@ class ContentStore:
         path = entry.path
         if entry.is_dir or entry.digest is None:
             raise UnverifiableError(f"{path} has no recorded digest: it cannot be verified", path)
-        weight = min(entry.size, self._limits.inflight_bytes)
+        # Each file counts its signed size against the budget of bytes being verified at once;
+        # a large one counts at most the budget less the room kept for files verified in
+        # memory, so a large file taking the whole budget cannot hold up every small read.
+        limit = self._limits.inflight_bytes
+        weight = min(entry.size, limit if entry.size <= self._limits.memory_spill_bytes
+                     else limit - self._small_room)
         with self._lock:
             blob = self._cache.get(path)
             if blob is not None:
@@ -414,7 +421,7 @@ class ContentStore:
             if flight is None:
                 flight = self._flights[path] = _Flight()
                 self.stats.cache_misses += 1
-                while self._inflight and self._inflight + weight > self._limits.inflight_bytes:
+                while self._inflight and self._inflight + weight > limit:
                     self._room.wait()
                 self._inflight += weight
                 leader = True

@@ -236,3 +236,40 @@ def test_a_connection_that_cannot_open_is_no_tamper_event(make_cartridge, truste
         assert store.stats.tamper_events == 0
     finally:
         source.close()
+
+
+def test_a_file_taking_the_whole_verification_budget_does_not_hold_up_small_reads() -> None:
+    import threading
+
+    big_data = os.urandom(1 << 20)
+    small_data = b"a small reference file\n"
+    release = threading.Event()
+
+    def chunks(entry: Entry) -> Iterator[bytes]:
+        if entry.path == "rom/big.bin":
+            release.wait(10)  # the large check is still running while the small read comes
+            yield big_data
+        else:
+            yield small_data
+
+    limits = Limits(inflight_bytes=1 << 20, memory_spill_bytes=64 * 1024)
+    store = ContentStore(chunks, limits)
+    big = Entry("rom/big.bin", False, size=len(big_data),
+                digest=hashlib.sha256(big_data).digest(), stored_size=len(big_data))
+    small = Entry("rom/small.md", False, size=len(small_data),
+                  digest=hashlib.sha256(small_data).digest(), stored_size=len(small_data))
+    reader = threading.Thread(target=store.get, args=(big,))
+    reader.start()
+    try:
+        done = threading.Event()
+
+        def read_small() -> None:
+            store.get(small)
+            done.set()
+
+        threading.Thread(target=read_small, daemon=True).start()
+        assert done.wait(5), "a small read waited for the large file's check"
+    finally:
+        release.set()
+        reader.join(10)
+    assert store.get(big).read(0, 16) == big_data[:16]
