@@ -1105,3 +1105,44 @@ def test_manifest_larger_than_its_entries_need_is_refused_before_parsing(
         "invalid / malformed - Manifest.json is larger than ")
     fits = write_azp(tmp_path / "fits.azp", DEMO_PAYLOAD, manifest[:-1] + b" " * 4096 + b"}")
     assert run_cli("verify", fits, "--trust-key", trust_key).code == 0
+
+
+def _archive_of(path: Path, count: int) -> bytearray:
+    with zipfile.ZipFile(path, "w") as archive:
+        for i in range(count):
+            archive.writestr(f"f{i}.txt", b"x")
+    return bytearray(path.read_bytes())
+
+
+def test_an_archive_declaring_too_many_entries_is_refused_before_its_directory_is_parsed(
+    tmp_path: Path,
+) -> None:
+    from acxfs.limits import Limits
+    from acxfs.loader import check
+    from acxfs.trust import TrustContext
+
+    raw = _archive_of(tmp_path / "many.azp", 11)
+    second = raw.find(b"PK\x01\x02", raw.find(b"PK\x01\x02") + 4)
+    raw[second:second + 4] = b"XXXX"  # past its first record the directory cannot be parsed
+    hostile = tmp_path / "declared.azp"
+    hostile.write_bytes(bytes(raw))
+    line = check(str(hostile), TrustContext(), limits=Limits(max_entries=10)).verdict.line
+    assert line == "invalid / malformed - 11 zip entries exceed the limit of 10."
+
+
+def test_a_zip64_end_record_declaring_too_many_entries_is_refused(tmp_path: Path) -> None:
+    from acxfs.limits import Limits
+    from acxfs.loader import check
+    from acxfs.trust import TrustContext
+
+    raw = _archive_of(tmp_path / "small.azp", 2)
+    end = raw.rfind(b"PK\x05\x06")
+    central_size, central_offset = struct.unpack_from("<2L", raw, end + 12)
+    record = struct.pack("<4sQ2H2L4Q", b"PK\x06\x06", 44, 45, 45, 0, 0, 2**40, 2**40,
+                         central_size, central_offset)
+    locator = struct.pack("<4sLQL", b"PK\x06\x07", 0, end, 1)
+    struct.pack_into("<4H", raw, end + 4, 0, 0, 0xFFFF, 0xFFFF)  # "see the ZIP64 record"
+    hostile = tmp_path / "zip64-count.azp"
+    hostile.write_bytes(bytes(raw[:end]) + record + locator + bytes(raw[end:]))
+    line = check(str(hostile), TrustContext(), limits=Limits(max_entries=10)).verdict.line
+    assert line == f"invalid / malformed - {2**40} zip entries exceed the limit of 10."

@@ -141,8 +141,43 @@ def _zip_mtime(date_time: tuple[int, int, int, int, int, int]) -> int:
         return 0
 
 
+_EOCD = struct.Struct("<4s4H2LH")  # end of central directory record
+_ZIP64_LOCATOR = struct.Struct("<4sLQL")
+_ZIP64_EOCD = struct.Struct("<4sQ2H2L4Q")
+
+
+def _declared_entries(handle: BinaryIO) -> int | None:
+    """How many entries the archive's end record says it holds (ZIP64 included), read from
+    its last 64 KiB before anything parses the central directory; None if there is none (the
+    parser then says what is wrong)."""
+    end = os.fstat(handle.fileno()).st_size
+    tail_start = max(0, end - (_EOCD.size + 0xFFFF))
+    handle.seek(tail_start)
+    tail = handle.read(end - tail_start)
+    at = tail.rfind(b"PK\x05\x06")
+    if at < 0 or at + _EOCD.size > len(tail):
+        return None
+    fields = _EOCD.unpack_from(tail, at)
+    count = fields[4]  # entries in the whole central directory
+    locator_at = at - _ZIP64_LOCATOR.size
+    if count == 0xFFFF and locator_at >= 0 and tail[locator_at:locator_at + 4] == b"PK\x06\x07":
+        record_offset = _ZIP64_LOCATOR.unpack_from(tail, locator_at)[2]
+        if 0 <= record_offset <= end - _ZIP64_EOCD.size:
+            handle.seek(record_offset)
+            record = handle.read(_ZIP64_EOCD.size)
+            if record[:4] == b"PK\x06\x06":
+                count = _ZIP64_EOCD.unpack(record)[7]
+    return int(count)
+
+
 def _read_infolist(handle: BinaryIO, limits: Limits) -> tuple[list[zipfile.ZipInfo], int]:
-    """The central directory's records and where it starts; malformed if unreadable."""
+    """The central directory's records and where it starts; malformed if unreadable.  An
+    archive whose end record declares more entries than the limit is refused before its
+    central directory is parsed (a million entries took 11 s and 586 MB to parse)."""
+    declared = _declared_entries(handle)
+    if declared is not None and declared > limits.max_entries:
+        raise _malformed(f"{declared} zip entries exceed the limit of {limits.max_entries}")
+    handle.seek(0)
     try:
         with zipfile.ZipFile(handle) as archive:
             infos = archive.infolist()
