@@ -280,7 +280,7 @@ def load_trust(
     """The trust store plus one command's `--registry` and `--trust-key` files."""
     store = trust_dir() if store is None else store
     ctx = TrustContext()
-    check_guarded(store)
+    check_guarded_path(store)
     reg_dir = store / "registries"
     if reg_dir.is_dir():
         check_guarded(reg_dir)
@@ -300,6 +300,27 @@ def load_trust(
         key = load_public_key_file(str(local_pub))
         ctx.local[key.keyid] = key
     return ctx
+
+
+def check_guarded_path(store: Path) -> None:
+    """`check_guarded` for the store and every directory above it: whoever can rename an
+    entry in any of them can put another store in its place (a directory others can write is
+    safe only with the sticky bit, as /tmp has it)."""
+    check_guarded(store)
+    for parent in Path(os.path.realpath(store)).parents:
+        try:
+            info = os.stat(parent)
+        except OSError:
+            continue
+        if info.st_mode & stat.S_IWOTH and not info.st_mode & stat.S_ISVTX:
+            raise TrustConfigError(
+                f"trust store {store} lies in {parent}, which anyone can write (mode "
+                f"{stat.S_IMODE(info.st_mode):o}, no sticky bit): anyone could put another "
+                f"store in its place; run: chmod o-w {shlex.quote(str(parent))}")
+        if info.st_uid not in (os.getuid(), 0):
+            raise TrustConfigError(
+                f"trust store {store} lies in {parent}, which belongs to uid {info.st_uid}: "
+                "whoever owns it could put another store in its place")
 
 
 def check_guarded(path: Path) -> None:

@@ -1161,3 +1161,24 @@ def test_a_trust_store_owned_by_another_user_is_refused(
         "owns it chooses which keys you trust\n")
     os.chown(pins, 0, 0)
     assert run_cli("verify", make_cartridge()).verdict == TRUSTED
+
+
+def test_a_trust_store_in_a_directory_anyone_can_write_is_refused(
+    run_cli, make_cartridge, signer, tmp_path, monkeypatch
+) -> None:
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    monkeypatch.setenv("ACXFS_TRUST_DIR", str(shared / "trust"))
+    pem = tmp_path / "publisher.pub.pem"
+    pem.write_text(signer.public_pem)
+    assert run_cli("trust", "add", pem, "--publisher", PUBLISHER).code == 0
+    cart = make_cartridge()
+    assert run_cli("verify", cart).verdict == TRUSTED
+    shared.chmod(0o777)  # anyone could rename trust/ away and put their own in its place
+    result = run_cli("verify", cart)
+    assert result.code == 2 and result.err == (
+        f"acxfs: error: trust store {shared / 'trust'} lies in {shared}, which anyone can "
+        f"write (mode 777, no sticky bit): anyone could put another store in its place; run: "
+        f"chmod o-w {shared}\n")
+    shared.chmod(0o1777)  # sticky, like /tmp: others cannot rename what is not theirs
+    assert run_cli("verify", cart).verdict == TRUSTED
