@@ -217,12 +217,11 @@ def _return_freed_memory() -> None:
         libc = ctypes.CDLL(None)
         libc.mallopt(-3, 4 * 1024 * 1024)  # M_MMAP_THRESHOLD: cached blobs come from mmap
         libc.mallopt(-8, 2)  # M_ARENA_MAX: few per-thread heaps to fragment
-    trim_heap()  # what the check freed (its rows) leaves the daemon's memory now
 
 
-def trim_heap() -> None:
-    """Give the heap memory freed so far back to the system (before a fork, the daemon then
-    starts without the check's rows in its resident set)."""
+def _trim_heap() -> None:
+    """Give the heap memory freed so far back to the system: the check's rows are freed by
+    now, and the daemon (forked, or this process in the foreground) need not keep them."""
     with contextlib.suppress(OSError, AttributeError):
         import ctypes
 
@@ -262,6 +261,7 @@ def mount(
     state = MountState(mountpoint, os.path.abspath(container), view,
                        verdict.line, os.getpid(), created is not None,
                        str(log_file) if log_file else None, created or [])
+    _trim_heap()  # before a fork, so the daemon starts without that memory resident
 
     def cleanup() -> None:
         mine = read_state(mountpoint)
@@ -300,7 +300,6 @@ def _mount_background(
     err_r, err_w = os.pipe()
     sys.stdout.flush()
     sys.stderr.flush()
-    trim_heap()
     pid = os.fork()
     if pid == 0:  # the daemon
         code = 1

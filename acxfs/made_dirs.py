@@ -4,7 +4,8 @@ Invariant: `make_dirs` returns exactly the directories it created (outermost fir
 `remove_made` removes only those, innermost first, and only while each is still empty; a
 directory that existed before, or that someone filled meanwhile, is never touched.
 `rename_new` moves a finished directory to a name that must not exist, and never replaces
-what appeared there meanwhile.  Modes acxfs sets with chmod honour `current_umask`.
+what appeared there meanwhile; `staged_text` writes a file beside the one it will replace,
+so a rename puts it in place whole.  Modes acxfs sets with chmod honour `current_umask`.
 """
 
 from __future__ import annotations
@@ -13,7 +14,9 @@ import contextlib
 import ctypes
 import errno
 import os
+import tempfile
 from collections.abc import Sequence
+from pathlib import Path
 
 
 def make_dirs(path: str | os.PathLike[str]) -> list[str]:
@@ -92,3 +95,18 @@ def current_umask() -> int:
     mask = os.umask(0)
     os.umask(mask)
     return mask
+
+
+def staged_text(target: Path, text: str, mode: int) -> str:
+    """`text` in a new file of mode `mode` beside `target`, for the caller to rename over it
+    (a link planted at `target` is then replaced, never written through); the file is
+    removed again if writing it fails."""
+    fd, tmp_name = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            os.fchmod(handle.fileno(), mode)
+            handle.write(text)
+    except BaseException:
+        Path(tmp_name).unlink(missing_ok=True)
+        raise
+    return tmp_name

@@ -27,7 +27,7 @@ from acxfs.errors import AcxfsError, EnvironmentProblem, InputError
 from acxfs.inputs import open_input
 from acxfs.jcs import canonical_bytes
 from acxfs.keys import KeyFormatError, PrivateKey, private_key_from_pem
-from acxfs.made_dirs import current_umask, make_dirs, remove_made
+from acxfs.made_dirs import current_umask, make_dirs, remove_made, staged_text
 from acxfs.skills import IndexRow, SkillError, index_row, is_resource
 from acxfs.sources.acx_file import (
     APPLICATION_ID,
@@ -103,31 +103,22 @@ def keygen(path: Path | None = None, force: bool = False) -> tuple[Path, Path, P
             raise EnvironmentProblem(f"{target}: is a directory")
     private_path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
     key = PrivateKey.generate()
-    written: list[str] = []
+    written: list[tuple[str, Path]] = []  # staged, not yet renamed into place
     try:
-        staged = [(_staged(target, text, mode, written), target) for target, text, mode in (
-            (public_path, key.public.pem, 0o644 & ~current_umask()),
-            (private_path, key.pem, 0o600))]
-        for tmp_name, target in staged:  # the public key first: a pair is replaced whole or
-            try:  # not at all, unless the second rename fails
+        for target, text, mode in ((public_path, key.public.pem, 0o644 & ~current_umask()),
+                                   (private_path, key.pem, 0o600)):
+            written.append((staged_text(target, text, mode), target))
+        while written:  # the public key first: a pair is replaced whole or not at all,
+            tmp_name, target = written[0]  # unless the second rename fails
+            try:
                 os.replace(tmp_name, target)
             except OSError as exc:
                 raise EnvironmentProblem(f"cannot write {target} ({exc.strerror})") from exc
-            written.remove(tmp_name)
+            written.pop(0)
     finally:
-        for tmp_name in written:
+        for tmp_name, _ in written:
             Path(tmp_name).unlink(missing_ok=True)
     return private_path, public_path, key
-
-
-def _staged(target: Path, text: str, mode: int, written: list[str]) -> str:
-    """`text` in a new file beside `target` (mode `mode`), its name added to `written`."""
-    fd, tmp_name = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
-    written.append(tmp_name)
-    with os.fdopen(fd, "w", encoding="ascii") as handle:
-        os.fchmod(handle.fileno(), mode)
-        handle.write(text)
-    return tmp_name
 
 
 def load_signing_key(path: Path | None) -> PrivateKey:
@@ -317,12 +308,11 @@ def pack(
         covered = canonical_bytes({"key": meta_key, "value": value})
         objects.append(ObjectRow(_oid(covered), "cartridge", f"cartridge:{meta_key}",
                                  "jcs-rfc8785", "rom", len(value.encode("utf-8"))))
-    signed_by_oid: dict[str, str] = {}
-    for obj in objects:  # a file may not repeat a cartridge fact's bytes either (one oid each)
-        other = signed_by_oid.setdefault(obj.oid, obj.source_ref)
-        if other != obj.source_ref:
-            raise PackError(f"{other} has the same bytes as the signed form of {obj.source_ref}; "
-                            "ACX 0.1 keys objects by content hash (make the file differ)")
+    for obj in objects[len(files):]:  # nor may a file repeat a cartridge fact's signed bytes
+        if obj.oid in by_oid:
+            raise PackError(f"{by_oid[obj.oid]} has the same bytes as the signed form of "
+                            f"{obj.source_ref}; ACX 0.1 keys objects by content hash (make the "
+                            "file differ)")
     rom_hash = manifest_hash(objects)
     checksum_lines = "\n".join(sorted(f"{o.oid}  {o.source_ref}" for o in objects))
     statement = {

@@ -16,7 +16,6 @@ import os
 import re
 import shlex
 import stat
-import tempfile
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -27,7 +26,7 @@ from acxfs.errors import TrustConfigError
 from acxfs.inputs import open_input
 from acxfs.keys import KeyFormatError, PublicKey, load_public_key_file, public_key_from_pem
 from acxfs.limits import DEFAULT_LIMITS, Limits
-from acxfs.made_dirs import current_umask
+from acxfs.made_dirs import current_umask, staged_text
 
 REGISTRY_SCHEMA = "acx.trust-registry/1"
 _TOP_FIELDS = {"schemaVersion", "registryId", "updatedAt", "keys"}
@@ -399,11 +398,8 @@ def add_pin(key: PublicKey, publisher: str | None, note: str, store: Path | None
     }
     # A file of its own beside the pin (never a fixed name: two adds at once would share it,
     # and a link planted there would be written through), renamed into place.
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    tmp = staged_text(path, json.dumps(doc, indent=2) + "\n", 0o644 & ~current_umask())
     try:
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            os.fchmod(handle.fileno(), 0o644 & ~current_umask())
-            handle.write(json.dumps(doc, indent=2) + "\n")
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)

@@ -1057,20 +1057,17 @@ def _rekey_sqlar_without_primary_key(cart: Path) -> None:
 MANY = {f"rom/knowledge/many/f{i:05d}.md": f"file {i}\n".encode() for i in range(9000)}
 
 
-def test_a_duplicate_name_past_the_first_batch_is_malformed(make_cartridge) -> None:
+@pytest.mark.parametrize(("added", "name"), [
+    ("SELECT * FROM sqlar WHERE name = 'rom/knowledge/many/f08999.md'",
+     "rom/knowledge/many/f08999.md"),  # a file row twice, past the first batch
+    ("VALUES ('rom/knowledge/many/f00001.md', 16877, 0, 0, NULL)",
+     "rom/knowledge/many/f00001.md"),  # a directory row named like a file row
+], ids=["file-twice-past-the-first-batch", "directory-row-named-like-a-file"])
+def test_a_repeated_sqlar_name_is_malformed(make_cartridge, added: str, name: str) -> None:
     cart = make_cartridge(files={**DEMO_FILES, **MANY})
     _rekey_sqlar_without_primary_key(cart)
-    edit(cart, "INSERT INTO sqlar SELECT * FROM sqlar WHERE name = 'rom/knowledge/many/f08999.md'")
-    assert _verdict_under(cart) == (
-        "invalid / malformed - Duplicate sqlar name 'rom/knowledge/many/f08999.md'.")
-
-
-def test_a_file_row_named_like_a_directory_row_is_malformed(make_cartridge) -> None:
-    cart = make_cartridge(files={**DEMO_FILES, **MANY})
-    _rekey_sqlar_without_primary_key(cart)
-    edit(cart, "INSERT INTO sqlar VALUES ('rom/knowledge/many/f00001.md', 16877, 0, 0, NULL)")
-    assert _verdict_under(cart) == (
-        "invalid / malformed - Duplicate sqlar name 'rom/knowledge/many/f00001.md'.")
+    edit(cart, f"INSERT INTO sqlar {added}")
+    assert _verdict_under(cart) == f"invalid / malformed - Duplicate sqlar name '{name}'."
 
 
 def test_a_file_that_is_also_a_parent_directory_is_malformed(make_cartridge) -> None:

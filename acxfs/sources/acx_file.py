@@ -342,7 +342,6 @@ def _read_sqlar(
         files += map(make, [row[:6] for row in batch if not row[6]])
         dirs += [row[1] for row in batch if row[6]]
         in_order += [row[1] for row in batch]
-    del batch
     duplicate = first_duplicate(in_order)
     del in_order
     names = [row[1] for row in files]
@@ -442,8 +441,8 @@ def _check_conflicts(names: list[str], file_count: int, limits: Limits) -> None:
                 raise LimitError("the directory paths together exceed the limit of "
                                  f"{limits.max_dir_path_bytes} bytes")
             parent = parent.rpartition("/")[0]
-    if not parents.isdisjoint(names[:file_count]):
-        clash = parents.intersection(names[:file_count])
+    clash = parents.intersection(names[:file_count])
+    if clash:
         raise MalformedError(f"{sorted(clash)[0]} is both a file and a directory")
 
 

@@ -88,15 +88,12 @@ def build_tree(
     kids: dict[str, list[str]] = {"": []}
 
     def add_dir(path: str) -> None:
-        made: list[str] = []  # from `path` up to the first directory already known
-        while path and path not in entries:
+        while path and path not in entries:  # each directory is listed once, when it is made
             entries[path] = Entry(path, True, mtime=dir_mtime)
-            kids[path] = []
-            made.append(path)
-            path = path.rpartition("/")[0]
-        for made_path in made:
-            parent, _, name = made_path.rpartition("/")
+            kids.setdefault(path, [])
+            parent, _, name = path.rpartition("/")
             kids.setdefault(parent, []).append(name)
+            path = parent
 
     for d in dirs:
         add_dir(d)
