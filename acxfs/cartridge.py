@@ -10,6 +10,7 @@ verdict says).  No file BLOB is read here: file bytes are checked when read (acx
 from __future__ import annotations
 
 import datetime as dt
+import functools
 import gc
 import hashlib
 import json
@@ -71,18 +72,18 @@ def manifest_parts(objects: Iterable[ObjectRow], batch: int = 4096) -> Iterator[
         for kind in sorted(by_kind):  # one string key per kind sorts far faster than pairs
             rom += sorted(by_kind[kind], key=_REF)
 
-        def item(o: ObjectRow) -> str:
-            oid, _, ref, canon, _, sz = o
-            return f'{{"canon":"{canon}","oid":"{oid}","sourceRef":"{ref}","sz":{sz:d}}}'
+        def items(part: list[ObjectRow]) -> list[str]:
+            return [f'{{"canon":"{canon}","oid":"{oid}","sourceRef":"{ref}","sz":{sz:d}}}'
+                    for oid, _, ref, canon, _, sz in part]
     else:
         rom.sort(key=lambda o: (utf16_key(o.kind), utf16_key(o.source_ref)))
 
-        def item(o: ObjectRow) -> str:
-            return (f'{{"canon":{_json_str(o.canon)},"oid":{_json_str(o.oid)},'
-                    f'"sourceRef":{_json_str(o.source_ref)},"sz":{int(o.sz)}}}')
+        def items(part: list[ObjectRow]) -> list[str]:
+            return [f'{{"canon":{_json_str(o.canon)},"oid":{_json_str(o.oid)},'
+                    f'"sourceRef":{_json_str(o.source_ref)},"sz":{int(o.sz)}}}' for o in part]
     opening = "["
     for start in range(0, len(rom), batch):
-        yield (opening + ",".join(map(item, rom[start:start + batch]))).encode("utf-8")
+        yield (opening + ",".join(items(rom[start:start + batch]))).encode("utf-8")
         opening = ","
     yield b"[]" if not rom else b"]"
 
@@ -307,7 +308,7 @@ def _check_exact_rom(
         for ref in covering:
             if ref not in names:
                 raise _tampered(f"{ref} is in the signed manifest but not in the ROM.")
-    get, fromhex, make = covering.get, bytes.fromhex, Entry._make
+    get, fromhex, make = covering.get, bytes.fromhex, _MAKE_ENTRY
     entries: list[Entry] = []
     add = entries.append
     for rowid, name, mode, row_mtime, sz, stored in rows.rom_files:
@@ -324,6 +325,9 @@ def _check_exact_rom(
         add(make((name, False, sz, bool(mode & 0o111), row_mtime or mtime, fromhex(oid[7:]),
                   rowid, stored, "sqlar")))
     return covering, entries
+
+
+_MAKE_ENTRY = functools.partial(tuple.__new__, Entry)  # Entry._make without a Python frame
 
 
 def _check_skill_index(rows: CartridgeRows, covering: dict[str, ObjectRow]) -> None:
@@ -344,7 +348,7 @@ def _epoch(timestamp: str | None) -> int:
 
 
 def _entries(rows: Sequence[SqlarRow], digests: dict[str, ObjectRow], mtime: int) -> list[Entry]:
-    get, fromhex, make = digests.get, bytes.fromhex, Entry._make
+    get, fromhex, make = digests.get, bytes.fromhex, _MAKE_ENTRY
     return [
         make((name, False, sz, bool(mode & 0o111), row_mtime or mtime,
               fromhex(obj[0][7:]) if (obj := get(name)) is not None else None,

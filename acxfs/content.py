@@ -318,17 +318,37 @@ def _verify_small(entry: Entry, digest: bytes, stored: bytes) -> VerifiedBlob:
     """verify_content for stored bytes already in memory: same codecs, bounds and checks."""
     problem = ""
     for wbits in _codecs(entry, stored[:2]):
-        pieces: list[bytes] = []
-        try:  # one piece: the step is larger than the file
-            _inflate_with(iter((stored,)), wbits, entry.size, entry.size + 1, pieces.append)
+        try:
+            out = _inflate_whole(stored, wbits, entry.size)
         except _StreamError as exc:
             problem = problem or str(exc)
             continue
-        out = pieces[0] if len(pieces) == 1 else b"".join(pieces)
         if hmac.compare_digest(hashlib.sha256(out).digest(), digest):
             return MemoryBlob(out)
         problem = problem or "does not match its signed sha256"
     raise TamperError(f"{entry.path} {problem}", entry.path)
+
+
+def _inflate_whole(stored: bytes, wbits: int | None, size: int) -> bytes:
+    """`_inflate_with` over one piece held in memory, in one call: exactly `size` bytes out
+    (never more than `size` + 1 produced), the stream's end reached, or _StreamError."""
+    if wbits is None:
+        out = stored
+    else:
+        inflater = zlib.decompressobj(wbits)
+        try:
+            out = inflater.decompress(stored, size + 1)
+            if len(out) <= size and not inflater.eof:
+                out += inflater.flush(size + 1 - len(out))
+        except zlib.error as exc:
+            raise _StreamError(f"does not inflate ({exc})") from exc
+        if len(out) <= size and not inflater.eof:
+            raise _StreamError("compressed stream is truncated")
+    if len(out) > size:
+        raise _StreamError("inflates past its size")
+    if len(out) != size:
+        raise _StreamError(f"yields {len(out)} bytes, not {size}")
+    return out
 
 
 class _Flight:
@@ -391,6 +411,7 @@ class ContentStore:
         # Kept for files verified in memory (16 of them at the largest, or half the budget).
         self._small_room = min(limits.inflight_bytes // 2, 16 * limits.memory_spill_bytes)
         self._room = threading.Condition(self._lock)
+        self._waiting = 0  # readers waiting for room (notified only when there are some)
 
     def get(self, entry: Entry) -> VerifiedBlob:
         """The verified bytes of `entry` (raises TamperError; never returns unverified bytes).
@@ -422,7 +443,11 @@ class ContentStore:
                 flight = self._flights[path] = _Flight()
                 self.stats.cache_misses += 1
                 while self._inflight and self._inflight + weight > limit:
-                    self._room.wait()
+                    self._waiting += 1
+                    try:
+                        self._room.wait()
+                    finally:
+                        self._waiting -= 1
                 self._inflight += weight
                 leader = True
             else:
@@ -452,7 +477,8 @@ class ContentStore:
             if self._flights.get(path) is flight:
                 del self._flights[path]
             self._inflight -= weight
-            self._room.notify_all()
+            if self._waiting:
+                self._room.notify_all()
             if blob is not None:
                 self.stats.blobs_inflated += 1 if blob.size else 0  # an empty file inflates nothing
                 self.stats.bytes_verified += blob.size

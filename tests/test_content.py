@@ -9,6 +9,8 @@ import zlib
 from collections.abc import Callable, Iterator
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from acxfs.content import ContentStore, MemoryBlob, SpilledBlob, verify_content
 from acxfs.errors import TamperError
@@ -273,3 +275,45 @@ def test_a_file_taking_the_whole_verification_budget_does_not_hold_up_small_read
         release.set()
         reader.join(10)
     assert store.get(big).read(0, 16) == big_data[:16]
+
+
+# --- the one-call inflate of small files agrees with the streaming one -------------------------
+
+_MUTATIONS = st.sampled_from(["as is", "truncate", "append", "flip", "shorter size", "longer size"])
+
+
+@settings(max_examples=300, deadline=None)
+@given(data=st.binary(max_size=3000), wbits=st.sampled_from([None, 15, -15]),
+       mutation=_MUTATIONS, where=st.integers(min_value=0, max_value=10**6))
+def test_small_files_inflate_in_one_call_exactly_as_streamed(
+    data: bytes, wbits: int | None, mutation: str, where: int,
+) -> None:
+    from acxfs.content import _inflate_whole, _inflate_with, _StreamError
+
+    stored = data if wbits is None else (
+        zlib.compress(data) if wbits == 15 else _raw(data))
+    size = len(data)
+    if mutation == "truncate":
+        stored = stored[: where % (len(stored) + 1)]
+    elif mutation == "append":
+        stored += b"tail" * (1 + where % 3)
+    elif mutation == "flip" and stored:
+        i = where % len(stored)
+        stored = stored[:i] + bytes([stored[i] ^ 0x41]) + stored[i + 1:]
+    elif mutation == "shorter size":
+        size = max(0, size - 1 - where % 5)
+    elif mutation == "longer size":
+        size += 1 + where % 5
+
+    def outcome(run: Callable[[], bytes]) -> tuple[str, bytes | str]:
+        try:
+            return "bytes", run()
+        except _StreamError as exc:
+            return "error", str(exc)
+
+    def streamed() -> bytes:
+        pieces: list[bytes] = []
+        _inflate_with(iter((stored,)), wbits, size, size + 1, pieces.append)
+        return b"".join(pieces)
+
+    assert outcome(lambda: _inflate_whole(stored, wbits, size)) == outcome(streamed)

@@ -52,10 +52,15 @@ class CartridgeSource:
     def raw_chunks(self, entry: Entry) -> Iterator[bytes]:
         """The row's stored bytes; a row that no longer reads as checked is a TamperError."""
         try:
-            with self._pool.connection() as conn:
-                if entry.stored_size <= SMALL_ROW_BYTES:  # one query beats a BLOB handle
-                    yield small_blob(conn, entry.ref, entry.stored_size)
-                else:
+            if entry.stored_size <= SMALL_ROW_BYTES:  # one query beats a BLOB handle
+                conn = self._pool.take()
+                try:
+                    data = small_blob(conn, entry.ref, entry.stored_size)
+                finally:
+                    self._pool.give(conn)
+                yield data
+            else:
+                with self._pool.connection() as conn:
                     yield from blob_chunks(conn, entry.ref, entry.stored_size,
                                            self._limits.chunk_bytes)
         except (sqlite3.Error, UnicodeDecodeError, ValueError) as exc:

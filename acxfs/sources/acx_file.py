@@ -536,8 +536,8 @@ class ConnectionPool:
         self._max_idle = max_idle
         self._closed = False
 
-    @contextlib.contextmanager
-    def connection(self) -> Iterator[sqlite3.Connection]:
+    def take(self) -> sqlite3.Connection:
+        """An idle connection, or a new one; hand it back with `give` (in a `finally`)."""
         with self._lock:
             conn = self._idle.pop() if self._idle else None
         if conn is None:
@@ -545,15 +545,23 @@ class ConnectionPool:
                 conn = connect_readonly(self._path)
             except sqlite3.Error as exc:  # e.g. out of descriptors: retried, never tampering
                 raise EnvironmentProblem(f"cannot open {self._path} ({exc})") from exc
+        return conn
+
+    def give(self, conn: sqlite3.Connection) -> None:
+        with self._lock:
+            keep = not self._closed and len(self._idle) < self._max_idle
+            if keep:
+                self._idle.append(conn)
+        if not keep:
+            conn.close()
+
+    @contextlib.contextmanager
+    def connection(self) -> Iterator[sqlite3.Connection]:
+        conn = self.take()
         try:
             yield conn
         finally:
-            with self._lock:
-                keep = not self._closed and len(self._idle) < self._max_idle
-                if keep:
-                    self._idle.append(conn)
-            if not keep:
-                conn.close()
+            self.give(conn)
 
     def close(self) -> None:
         with self._lock:
