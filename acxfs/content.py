@@ -423,12 +423,6 @@ class ContentStore:
         path = entry.path
         if entry.is_dir or entry.digest is None:
             raise UnverifiableError(f"{path} has no recorded digest: it cannot be verified", path)
-        # Each file counts its signed size against the budget of bytes being verified at once;
-        # a large one counts at most the budget less the room kept for files verified in
-        # memory, so a large file taking the whole budget cannot hold up every small read.
-        limit = self._limits.inflight_bytes
-        weight = min(entry.size, limit if entry.size <= self._limits.memory_spill_bytes
-                     else limit - self._small_room)
         with self._lock:
             blob = self._cache.get(path)
             if blob is not None:
@@ -442,7 +436,8 @@ class ContentStore:
             if flight is None:
                 flight = self._flights[path] = _Flight()
                 self.stats.cache_misses += 1
-                while self._inflight and self._inflight + weight > limit:
+                weight = self._weight(entry.size)
+                while self._inflight and self._inflight + weight > self._limits.inflight_bytes:
                     self._waiting += 1
                     try:
                         self._room.wait()
@@ -468,6 +463,14 @@ class ContentStore:
         self._land(path, flight, weight, blob, None)
         flight.succeed(blob)
         return blob
+
+    def _weight(self, size: int) -> int:
+        """What verifying a file of `size` bytes counts against the budget of bytes verified
+        at once: its size, but for a large file at most the budget less the room kept for
+        files verified in memory, so one large file cannot hold up every small read."""
+        limit = self._limits.inflight_bytes
+        return min(size, limit if size <= self._limits.memory_spill_bytes
+                   else limit - self._small_room)
 
     def _land(self, path: str, flight: _Flight, weight: int, blob: VerifiedBlob | None,
               tamper: TamperError | None) -> None:
