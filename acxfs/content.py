@@ -1,12 +1,16 @@
 """The only way file bytes leave a container: inflate within bounds, hash, then release.
 
-`verify_content` consumes a file's stored bytes, inflates them (sqlar: zlib or raw DEFLATE,
-whichever yields the signed digest; zip: raw DEFLATE or stored), never produces more than the
-entry's size, and returns a `VerifiedBlob` only when the stream ended exactly at that size
-and its sha256 equals the signed digest.  Otherwise it raises `TamperError` naming the path.
+`verify_content` consumes a file's stored bytes, inflates them (zip: raw DEFLATE or stored;
+sqlar: one reading per row, zlib whenever zlib's own `uncompress()` with a `sz`-byte buffer
+would succeed on it, as stock `sqlite3 -Ax` reads it, raw DEFLATE only when it would not),
+never produces more than the entry's size, and returns a `VerifiedBlob` only when the stream
+ended exactly at that size and its sha256 equals the signed digest.  Otherwise it raises
+`TamperError` naming the path.
 Large files are accumulated in an unlinked temporary file, so memory stays bounded.
 `ContentStore` adds a byte-bounded cache and makes concurrent readers of one file share one
-verification.
+verification; a process has one (`process_store`), shared by every Source it opens and keyed
+per source.  Only this module and the formats' deep checks call `verify_content`; only the
+formats hand it stored bytes.
 """
 
 from __future__ import annotations
@@ -22,21 +26,10 @@ import threading
 import zlib
 from collections import OrderedDict
 from collections.abc import Callable, Iterator
-from typing import Protocol
 
+from acxfs.container import Entry, SourceStats, VerifiedBlob
 from acxfs.errors import EnvironmentProblem, TamperError, UnverifiableError
 from acxfs.limits import DEFAULT_LIMITS, Limits
-from acxfs.sources.base import Entry, SourceStats
-
-
-class VerifiedBlob(Protocol):
-    """Bytes whose sha256 matched the signed digest."""
-
-    size: int
-
-    def read(self, offset: int, length: int) -> bytes: ...
-
-    def close(self) -> None: ...
 
 
 class MemoryBlob:
@@ -48,9 +41,6 @@ class MemoryBlob:
 
     def read(self, offset: int, length: int) -> bytes:
         return self._data[offset : offset + length]
-
-    def all(self) -> bytes:
-        return self._data
 
     def close(self) -> None:
         self._data = b""
@@ -125,6 +115,22 @@ def looks_like_zlib(head: bytes) -> bool:
 
 class _StreamError(Exception):
     """The stored bytes do not inflate to exactly `size` bytes under this codec."""
+
+
+class _WrongSize(_StreamError):
+    """The stream decoded and ended (at most `size` bytes out), but not at `size`: for zlib,
+    `uncompress()` with a `size`-byte buffer succeeds on it, so that short output is the
+    row's reading."""
+
+
+ZLIB = 15  # the wbits of zlib (RFC 1950) streams
+
+
+def _decided(wbits: int | None, problem: _StreamError | None) -> bool:
+    """Whether this attempt's outcome is the row's only reading: any outcome of a zlib stream
+    that `uncompress()` accepts (it decoded, whatever its size or digest), and any outcome of
+    the last codec.  Only a zlib attempt that `uncompress()` would refuse lets the next try."""
+    return wbits == ZLIB and (problem is None or isinstance(problem, _WrongSize))
 
 
 PIPELINE_MIN_BYTES = 4 * 1024 * 1024  # files this large hash on a second thread
@@ -223,7 +229,7 @@ def _inflate_with(
         if not inflater.eof:
             raise _StreamError("compressed stream is truncated")
     if produced != size:
-        raise _StreamError(f"yields {produced} bytes, not {size}")
+        raise _WrongSize(f"yields {produced} bytes, not {size}")
 
 
 def verify_content(
@@ -266,6 +272,8 @@ def verify_content(
             except _StreamError as exc:
                 sink.discard()
                 problem = problem or str(exc)  # the likelier codec's reason is the one to report
+                if _decided(wbits, exc):
+                    break
                 continue
             except OSError as exc:
                 sink.discard()
@@ -280,6 +288,8 @@ def verify_content(
                 return sink.finish()
             sink.discard()
             problem = problem or "does not match its signed sha256"
+            if _decided(wbits, None):
+                break
         raise TamperError(f"{entry.path} {problem}", entry.path)
     finally:
         # Inflating stops at the stream's end marker, which can leave a BLOB stream (and the
@@ -295,12 +305,17 @@ SMALL_STORED_BYTES = 1024 * 1024  # stored this small: verified in memory, in on
 
 
 def _codecs(entry: Entry, head: bytes) -> list[int | None]:
-    """The wbits to try, likeliest first (None: the bytes are stored as they are)."""
+    """The wbits to try, in the order that decides (None: the bytes are stored as they are).
+
+    A compressed sqlar row is zlib first when its header passes zlib's own test (without one,
+    `uncompress()` fails at once), and raw DEFLATE only when the zlib attempt fails the way
+    `uncompress()` would (`_decided`): a row has one reading, never "whichever matches"."""
     if entry.codec == "stored" or (entry.codec == "sqlar" and entry.stored_size == entry.size):
         return [None]
     if entry.codec == "deflate":
         return [-15]
-    return [15, -15] if looks_like_zlib(head) else [-15, 15]
+    return [ZLIB, -15] if looks_like_zlib(head) else [-15]
+
 
 
 def _read_small(chunks: Iterator[bytes], stored_size: int) -> bytes | None:
@@ -322,10 +337,14 @@ def _verify_small(entry: Entry, digest: bytes, stored: bytes) -> VerifiedBlob:
             out = _inflate_whole(stored, wbits, entry.size)
         except _StreamError as exc:
             problem = problem or str(exc)
+            if _decided(wbits, exc):
+                break
             continue
         if hmac.compare_digest(hashlib.sha256(out).digest(), digest):
             return MemoryBlob(out)
         problem = problem or "does not match its signed sha256"
+        if _decided(wbits, None):
+            break
     raise TamperError(f"{entry.path} {problem}", entry.path)
 
 
@@ -347,7 +366,7 @@ def _inflate_whole(stored: bytes, wbits: int | None, size: int) -> bytes:
     if len(out) > size:
         raise _StreamError("inflates past its size")
     if len(out) != size:
-        raise _StreamError(f"yields {len(out)} bytes, not {size}")
+        raise _WrongSize(f"yields {len(out)} bytes, not {size}")
     return out
 
 
@@ -386,35 +405,42 @@ class _Flight:
 
 
 class ContentStore:
-    """Verified blobs by path: a byte-bounded LRU cache with one verification per file at a time."""
+    """Verified blobs of every source of a process: a byte-bounded LRU cache with one
+    verification per file at a time, and one budget of bytes verified at once.
+
+    A process makes one store and hands it to every Source it opens (`process_store`), so a
+    daemon serving many bundles keeps one cache and one in-flight bound.  Its maps are keyed
+    by (source key, path): a Source passes itself as `key` and calls `forget(self)` when it
+    closes.  `on_tamper(key, error)` is told of each failed check once (reporting never
+    breaks serving); `stats` counts for the whole process."""
 
     def __init__(
         self,
-        open_chunks: Callable[[Entry], Iterator[bytes]],
         limits: Limits = DEFAULT_LIMITS,
-        stats: SourceStats | None = None,
         spill_dir: str | None = None,
-        on_tamper: Callable[[TamperError], None] | None = None,
+        on_tamper: Callable[[object, TamperError], None] | None = None,
     ) -> None:
-        self._open_chunks = open_chunks
         self._limits = limits
-        self.stats = stats or SourceStats()
+        self.stats = SourceStats()
         self._spill_dir = spill_dir
-        self._on_tamper = on_tamper
-        self._cache: OrderedDict[str, VerifiedBlob] = OrderedDict()
-        self._spilled: OrderedDict[str, None] = OrderedDict()
+        self.on_tamper = on_tamper
+        self._cache: OrderedDict[tuple[object, str], VerifiedBlob] = OrderedDict()
+        self._spilled: OrderedDict[tuple[object, str], None] = OrderedDict()
         self._cached_bytes = 0
         self._lock = threading.Lock()
-        self._flights: dict[str, _Flight] = {}
-        self._failed: dict[str, TamperError] = {}
+        self._flights: dict[tuple[object, str], _Flight] = {}
+        self._failed: dict[tuple[object, str], TamperError] = {}
         self._inflight = 0  # bytes being verified right now, bounded by limits.inflight_bytes
         # Kept for files verified in memory (16 of them at the largest, or half the budget).
         self._small_room = min(limits.inflight_bytes // 2, 16 * limits.memory_spill_bytes)
         self._room = threading.Condition(self._lock)
         self._waiting = 0  # readers waiting for room (notified only when there are some)
 
-    def get(self, entry: Entry) -> VerifiedBlob:
-        """The verified bytes of `entry` (raises TamperError; never returns unverified bytes).
+    def get(
+        self, key: object, entry: Entry, open_chunks: Callable[[Entry], Iterator[bytes]]
+    ) -> VerifiedBlob:
+        """The verified bytes of `entry` of the source `key`, whose stored bytes
+        `open_chunks(entry)` yields (raises TamperError; never returns unverified bytes).
 
         The first caller for a file verifies it; callers arriving meanwhile wait for that one
         verification and share its outcome, blob or error.  A file that failed its check stays
@@ -423,18 +449,19 @@ class ContentStore:
         path = entry.path
         if entry.is_dir or entry.digest is None:
             raise UnverifiableError(f"{path} has no recorded digest: it cannot be verified", path)
+        slot = (key, path)
         with self._lock:
-            blob = self._cache.get(path)
+            blob = self._cache.get(slot)
             if blob is not None:
-                self._cache.move_to_end(path)
+                self._cache.move_to_end(slot)
                 self.stats.cache_hits += 1
                 return blob
-            failed = self._failed.get(path)
+            failed = self._failed.get(slot)
             if failed is not None:
                 raise TamperError(str(failed), path)
-            flight = self._flights.get(path)
+            flight = self._flights.get(slot)
             if flight is None:
-                flight = self._flights[path] = _Flight()
+                flight = self._flights[slot] = _Flight()
                 self.stats.cache_misses += 1
                 weight = self._weight(entry.size)
                 while self._inflight and self._inflight + weight > self._limits.inflight_bytes:
@@ -450,17 +477,18 @@ class ContentStore:
         if not leader:
             return flight.outcome()
         try:
-            blob = verify_content(entry, lambda: self._open_chunks(entry), self._limits,
+            blob = verify_content(entry, lambda: open_chunks(entry), self._limits,
                                   self._spill_dir)
         except BaseException as exc:
             tamper = exc if isinstance(exc, TamperError) else None
-            self._land(path, flight, weight, None, tamper)
+            self._land(slot, flight, weight, None, tamper)
             flight.fail(exc)  # first: readers waiting on this check must wake whatever follows
-            if tamper is not None and self._on_tamper is not None:
+            on_tamper = self.on_tamper
+            if tamper is not None and on_tamper is not None:
                 with contextlib.suppress(Exception):  # reporting never breaks serving
-                    self._on_tamper(tamper)
+                    on_tamper(key, tamper)
             raise
-        self._land(path, flight, weight, blob, None)
+        self._land(slot, flight, weight, blob, None)
         flight.succeed(blob)
         return blob
 
@@ -472,40 +500,66 @@ class ContentStore:
         return min(size, limit if size <= self._limits.memory_spill_bytes
                    else limit - self._small_room)
 
-    def _land(self, path: str, flight: _Flight, weight: int, blob: VerifiedBlob | None,
-              tamper: TamperError | None) -> None:
+    def _land(self, slot: tuple[object, str], flight: _Flight, weight: int,
+              blob: VerifiedBlob | None, tamper: TamperError | None) -> None:
         """End one verification: free its weight, then cache its blob or record its failure
         (under one lock, so no later reader can start a second check of a failed file)."""
         with self._lock:
-            if self._flights.get(path) is flight:
-                del self._flights[path]
+            if self._flights.get(slot) is flight:
+                del self._flights[slot]
             self._inflight -= weight
             if self._waiting:
                 self._room.notify_all()
             if blob is not None:
                 self.stats.blobs_inflated += 1 if blob.size else 0  # an empty file inflates nothing
                 self.stats.bytes_verified += blob.size
-                self._insert(path, blob)
+                self._insert(slot, blob)
             elif tamper is not None:
                 self.stats.tamper_events += 1
                 # A fresh error, with no traceback and no chained cause: the failure is kept for
                 # the life of the mount, its frames (inflated bytes, an open SQLite connection)
                 # must not be.
-                self._failed[path] = TamperError(str(tamper), tamper.path)
+                self._failed[slot] = TamperError(str(tamper), tamper.path)
 
-    def _insert(self, path: str, blob: VerifiedBlob) -> None:
-        self._cache[path] = blob
+    def _insert(self, slot: tuple[object, str], blob: VerifiedBlob) -> None:
+        self._cache[slot] = blob
         if isinstance(blob, MemoryBlob):
             self._cached_bytes += blob.size
         else:
             # Spilled blobs cost a descriptor and disk, not memory: keep the newest few.
-            self._spilled[path] = None
+            self._spilled[slot] = None
             while len(self._spilled) > 8:
                 stale, _ = self._spilled.popitem(last=False)
                 self._cache.pop(stale, None)  # closed once no open handle holds it
         while self._cached_bytes > self._limits.cache_bytes and len(self._cache) > 1:
-            evicted_path, evicted = self._cache.popitem(last=False)
-            if isinstance(evicted, MemoryBlob):
-                self._cached_bytes -= evicted.size
-            else:
-                self._spilled.pop(evicted_path, None)
+            evicted_slot, evicted = self._cache.popitem(last=False)
+            self._dropped(evicted_slot, evicted)
+
+    def _dropped(self, slot: tuple[object, str], blob: VerifiedBlob) -> None:
+        """Account for a blob taken out of the cache (closed once no open handle holds it)."""
+        if isinstance(blob, MemoryBlob):
+            self._cached_bytes -= blob.size
+        else:
+            self._spilled.pop(slot, None)
+
+    def forget(self, key: object) -> None:
+        """Drop the cached blobs and recorded failures of the source `key` (it closed)."""
+        with self._lock:
+            for slot in [s for s in self._cache if s[0] is key]:
+                self._dropped(slot, self._cache.pop(slot))
+            for slot in [s for s in self._failed if s[0] is key]:
+                del self._failed[slot]
+
+
+_PROCESS_STORE: list[ContentStore] = []
+_PROCESS_LOCK = threading.Lock()
+
+
+def process_store(limits: Limits = DEFAULT_LIMITS) -> ContentStore:
+    """The process's one store, made on first use with `limits` (later calls get the same
+    store: its cache and in-flight bounds are the process's).  A daemon that must log tamper
+    events sets `process_store().on_tamper`."""
+    with _PROCESS_LOCK:
+        if not _PROCESS_STORE:
+            _PROCESS_STORE.append(ContentStore(limits))
+        return _PROCESS_STORE[0]

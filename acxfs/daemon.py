@@ -1,16 +1,18 @@
 """Mount lifecycle: pre-flight checks, the serving process, unmount, and the live-mount list.
 
-`mount` is called with a source that already passed its verdict.  It checks the mountpoint
-and FUSE itself, then (background mode) forks a child that serves in the foreground and
-reports through a pipe once the kernel has the mount; the parent returns only then, so every
-failure reaches the terminal with a non-zero exit.  The child unmounts on SIGINT, SIGTERM
-and SIGHUP (libfuse's handlers), removes a mountpoint it created (and any parents it had to
-create for it), and logs start and stop.
+`mount` takes one `MountPlan`: the sources to serve (each already past its verdict, each at
+its path prefix), the content store they read through, and how to run.  It checks the
+mountpoint and FUSE itself, then (background mode) forks a child that serves in the
+foreground and reports through a pipe once the kernel has the mount; the parent returns only
+then, so every failure reaches the terminal with a non-zero exit.  The child unmounts on
+SIGINT, SIGTERM and SIGHUP (libfuse's handlers), removes a mountpoint it created (and any
+parents it had to create for it), and logs start and stop.
 """
 
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import datetime as dt
 import gc
 import hashlib
@@ -25,19 +27,19 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
+from typing import Any
 
 from acxfs import fuse_backend
 from acxfs.content import ContentStore
 from acxfs.errors import EnvironmentProblem
+from acxfs.fs import AcxOperations, Mounted
 from acxfs.made_dirs import make_dirs, remove_made
-from acxfs.sources.base import Source
+from acxfs.mount_table import canonical, is_mounted, live_mounts, mount_owner
 from acxfs.trust import trust_dir, xdg_dir
-from acxfs.verdict import Verdict
 
 READY_TIMEOUT = 60.0
-FSTYPE = "fuse.acxfs"
 
 
 def state_dir() -> Path:
@@ -105,65 +107,6 @@ def clear_state(mountpoint: str) -> None:
         _state_path(mountpoint).unlink()
 
 
-def _unescape(field: bytes) -> str:
-    """A /proc/mounts field: octal escapes (the kernel writes space, tab, newline and
-    backslash as \\ooo) undone, then decoded as the file system would (surrogateescape)."""
-    out, i = bytearray(), 0
-    while i < len(field):
-        if field[i] == 0x5C and field[i + 1 : i + 4].isdigit() and len(field[i + 1 : i + 4]) == 3:
-            out.append(int(field[i + 1 : i + 4], 8) & 0xFF)
-            i += 4
-        else:
-            out.append(field[i])
-            i += 1
-    return os.fsdecode(bytes(out))
-
-
-def _proc_mounts() -> list[tuple[str, str, str, str]]:
-    """(source, mountpoint, type, options) of every mount.  Read as bytes and split only on
-    the single spaces and newlines the kernel writes: a mountpoint may hold any other byte,
-    including ones Python's str.split() or a UTF-8 decoder would trip over."""
-    try:
-        with open("/proc/mounts", "rb") as handle:
-            data = handle.read()
-    except OSError:
-        return []
-    rows = []
-    for line in data.split(b"\n"):
-        parts = line.split(b" ")
-        if len(parts) >= 4:
-            rows.append((_unescape(parts[0]), _unescape(parts[1]), _unescape(parts[2]),
-                         _unescape(parts[3])))
-    return rows
-
-
-def live_mounts() -> list[tuple[str, str]]:
-    """(fsname, mountpoint) of every acxfs mount in /proc/mounts."""
-    return [(source, point) for source, point, kind, _ in _proc_mounts() if kind == FSTYPE]
-
-
-def _mount_owner(mountpoint: str) -> int | None:
-    """The uid FUSE records for the mount at `mountpoint` (its `user_id=` option)."""
-    wanted = canonical(mountpoint)
-    for _, point, kind, options in _proc_mounts():
-        if kind == FSTYPE and point == wanted:
-            for option in options.split(","):
-                if option.startswith("user_id=") and option[8:].isdigit():
-                    return int(option[8:])
-    return None
-
-
-def canonical(mountpoint: str) -> str:
-    """The mountpoint as /proc/mounts shows it, resolving its parents but never itself."""
-    absolute = os.path.abspath(mountpoint)
-    return os.path.join(os.path.realpath(os.path.dirname(absolute)), os.path.basename(absolute))
-
-
-def is_mounted(mountpoint: str) -> bool:
-    real = canonical(mountpoint)
-    return any(point == real for _, point, _, _ in _proc_mounts())
-
-
 def prepare_mountpoint(
     mountpoint: str, backend: str = fuse_backend.DEFAULT_BACKEND
 ) -> list[str] | None:
@@ -199,8 +142,49 @@ def prepare_mountpoint(
         raise EnvironmentProblem(f"cannot create {mountpoint}: {exc.strerror}") from exc
 
 
-def _fsname(container: str) -> str:
-    return "acxfs:" + os.path.abspath(container).replace("\\", "/").replace(",", "_")
+@dataclass
+class MountPlan:
+    """Everything one mount needs.
+
+    `mounts`: the sources it serves, each at its prefix (a source at prefix '' is the mount's
+    only one); `store`: the process's content store, which every source of `mounts` reads
+    through; `view`: what status calls the mount; `created`: what `prepare_mountpoint` made
+    (None: the mountpoint existed); `name`: the mount's name in /proc/mounts and its state
+    (default: the label of its one source, an absolute path); `fuse_options`: options that
+    replace or add to the default ones (e.g. negative_timeout); `on_live`: called in the
+    serving process once the mount is live, with the operations whose sources can then be
+    changed."""
+
+    mountpoint: str
+    mounts: list[Mounted]
+    store: ContentStore
+    view: str
+    foreground: bool = False
+    log_file: Path | None = None
+    created: list[str] | None = None
+    backend: str = fuse_backend.DEFAULT_BACKEND
+    announce: Callable[[str], None] = field(default=lambda message: None)
+    fuse_options: dict[str, int] = field(default_factory=dict)
+    name: str = ""
+    on_live: Callable[[AcxOperations], None] = field(default=lambda ops: None)
+
+    @property
+    def title(self) -> str:
+        """The mount's name: `name`, or the label of its one source."""
+        if self.name or len(self.mounts) != 1:
+            return self.name or "acxfs"
+        return self.mounts[0].label
+
+    @property
+    def summary(self) -> str:
+        """The verdict line of its one source, or how many sources it serves."""
+        if len(self.mounts) == 1:
+            return self.mounts[0].verdict.line
+        return f"{len(self.mounts)} sources"
+
+
+def _fsname(title: str) -> str:
+    return "acxfs:" + title.replace("\\", "/").replace(",", "_")
 
 
 def _return_freed_memory() -> None:
@@ -212,8 +196,6 @@ def _return_freed_memory() -> None:
     because a fresh mapping per piece costs a page fault per 4 KiB (with 128 KiB, a cold
     256 MiB read took twice as long; docs/performance.md)."""
     with contextlib.suppress(OSError, AttributeError):
-        import ctypes
-
         libc = ctypes.CDLL(None)
         libc.mallopt(-3, 4 * 1024 * 1024)  # M_MMAP_THRESHOLD: cached blobs come from mmap
         libc.mallopt(-8, 2)  # M_ARENA_MAX: few per-thread heaps to fragment
@@ -223,44 +205,49 @@ def _trim_heap() -> None:
     """Give the heap memory freed so far back to the system: the check's rows are freed by
     now, and the daemon (forked, or this process in the foreground) need not keep them."""
     with contextlib.suppress(OSError, AttributeError):
-        import ctypes
-
         ctypes.CDLL(None).malloc_trim(0)
 
 
-def serve(
-    source: Source, store: ContentStore, verdict: Verdict, root: str, mountpoint: str,
-    container: str, log_file: Path | None, on_ready: Callable[[], None],
-    backend: str = fuse_backend.DEFAULT_BACKEND,
-) -> None:
-    """Run the filesystem in this process until it is unmounted or signalled."""
-    fuse_class = fuse_backend.load(backend)
+def serve(plan: MountPlan, on_ready: Callable[[], None]) -> None:
+    """Run the filesystem of `plan` in this process until it is unmounted or signalled."""
+    fuse_class = fuse_backend.load(plan.backend)
     _return_freed_memory()
-    # The verified tree lives as long as the mount: keep the collector from re-scanning it.
+    # The verified trees live as long as the mount: keep the collector from re-scanning them.
     gc.freeze()
-    from acxfs.fs import AcxOperations
+    ops: AcxOperations
 
-    ops = AcxOperations(source, store, verdict, root,
-                        log=lambda message: log_line(log_file, message), on_ready=on_ready)
+    def ready() -> None:
+        plan.on_live(ops)  # before the caller is told: what on_live starts is there by then
+        on_ready()
+
+    ops = AcxOperations(plan.mounts, plan.store,
+                        log=lambda message: log_line(plan.log_file, message), on_ready=ready)
+    options: dict[str, Any] = {
+        "attr_timeout": 86400, "entry_timeout": 86400, "negative_timeout": 3600,
+        **fuse_backend.options(plan.backend), **plan.fuse_options,
+    }
     fuse_class(
-        ops, mountpoint, raw_fi=True, foreground=True, ro=True, default_permissions=True,
-        fsname=_fsname(container), subtype="acxfs",
-        attr_timeout=86400, entry_timeout=86400, negative_timeout=3600,
-        **fuse_backend.options(backend),
+        ops, plan.mountpoint, raw_fi=True, foreground=True, ro=True, default_permissions=True,
+        fsname=_fsname(plan.title), subtype="acxfs", **options,
     )
 
 
-def mount(
-    source: Source, store: ContentStore, verdict: Verdict, container: str, mountpoint: str,
-    root: str, view: str, foreground: bool, log_file: Path | None, created: list[str] | None,
-    announce: Callable[[str], None], backend: str = fuse_backend.DEFAULT_BACKEND,
-) -> int:
-    """Mount and return once live (background) or once unmounted (foreground).  `created`:
-    what `prepare_mountpoint` made (None: the mountpoint existed)."""
-    mountpoint = canonical(mountpoint)
-    state = MountState(mountpoint, os.path.abspath(container), view,
-                       verdict.line, os.getpid(), created is not None,
-                       str(log_file) if log_file else None, created or [])
+def mount(plan: MountPlan) -> int:
+    """Mount and return once live (background) or once unmounted (foreground).  When the
+    mount fails, what `prepare_mountpoint` made for it is removed again."""
+    try:
+        return _mount(replace(plan, mountpoint=canonical(plan.mountpoint)))
+    except BaseException:
+        if plan.created is not None:
+            remove_made([*plan.created, os.path.abspath(plan.mountpoint)])
+        raise
+
+
+def _mount(plan: MountPlan) -> int:
+    mountpoint, created, log_file = plan.mountpoint, plan.created, plan.log_file
+    state = MountState(mountpoint, plan.title, plan.view, plan.summary,
+                       os.getpid(), created is not None, str(log_file) if log_file else None,
+                       created or [])
     _trim_heap()  # before a fork, so the daemon starts without that memory resident
 
     def cleanup() -> None:
@@ -271,31 +258,30 @@ def mount(
             remove_made([*created, mountpoint])
         log_line(log_file, f"stop: {mountpoint}")
 
-    if foreground:
+    if plan.foreground:
         def ready() -> None:
             write_state(state)
-            log_line(log_file, f"start: {container} on {mountpoint} ({view}; {verdict.line})")
-            announce(f"mounted {container} on {mountpoint} ({view}); Ctrl-C to unmount")
+            log_line(log_file, f"start: {plan.title} on {mountpoint} ({plan.view}; "
+                     f"{plan.summary})")
+            plan.announce(f"mounted {plan.title} on {mountpoint} ({plan.view}); "
+                          "Ctrl-C to unmount")
 
         try:
-            serve(source, store, verdict, root, mountpoint, container, log_file, ready, backend)
+            serve(plan, ready)
         except RuntimeError as exc:
             # libfuse3 reports 8 when a signal (Ctrl-C, SIGTERM, SIGHUP) ended its loop: that
             # is the stop the user asked for once the mount is gone.
-            if not (str(exc) == "8" and backend == "libfuse3" and not is_mounted(mountpoint)):
+            if not (str(exc) == "8" and plan.backend == "libfuse3"
+                    and not is_mounted(mountpoint)):
                 raise EnvironmentProblem(f"mount failed on {mountpoint} ({exc})") from exc
         finally:
             cleanup()
         return 0
-    return _mount_background(source, store, verdict, container, mountpoint, root, view,
-                             log_file, state, cleanup, announce, backend)
+    return _mount_background(plan, state, cleanup)
 
 
-def _mount_background(
-    source: Source, store: ContentStore, verdict: Verdict, container: str, mountpoint: str,
-    root: str, view: str, log_file: Path | None, state: MountState,
-    cleanup: Callable[[], None], announce: Callable[[str], None], backend: str,
-) -> int:
+def _mount_background(plan: MountPlan, state: MountState, cleanup: Callable[[], None]) -> int:
+    mountpoint, log_file = plan.mountpoint, plan.log_file
     status_r, status_w = os.pipe()
     err_r, err_w = os.pipe()
     sys.stdout.flush()
@@ -317,7 +303,8 @@ def _mount_background(
 
             def ready() -> None:
                 write_state(state)
-                log_line(log_file, f"start: {container} on {mountpoint} ({view}; {verdict.line})")
+                log_line(log_file, f"start: {plan.title} on {mountpoint} ({plan.view}; "
+                         f"{plan.summary})")
                 os.write(status_w, b"ok\n")
                 os.dup2(devnull, 1)
                 os.dup2(devnull, 2)
@@ -325,7 +312,7 @@ def _mount_background(
                 os.close(err_w)
                 reported[0] = True
 
-            serve(source, store, verdict, root, mountpoint, container, log_file, ready, backend)
+            serve(plan, ready)
             code = 0
         except BaseException as exc:
             if not reported[0]:
@@ -342,12 +329,12 @@ def _mount_background(
         deadline = time.monotonic() + 10
         while not is_mounted(mountpoint) and time.monotonic() < deadline:
             time.sleep(0.01)
-        announce(f"mounted {container} on {mountpoint} ({view}); pid {pid}; "
-                 f"unmount with: acxfs umount {shlex.quote(mountpoint)}")
+        plan.announce(f"mounted {plan.title} on {mountpoint} ({plan.view}); pid {pid}; "
+                      f"unmount with: acxfs umount {shlex.quote(mountpoint)}")
         return 0
     _stop_failed_daemon(pid, mountpoint)
     detail = errors.strip().splitlines()[-1] if errors.strip() else message.removeprefix("error: ")
-    log_line(log_file, f"refused: mount of {container} on {mountpoint} failed: {detail}")
+    log_line(log_file, f"refused: mount of {plan.title} on {mountpoint} failed: {detail}")
     raise EnvironmentProblem(f"mount failed on {mountpoint}: {detail or 'the daemon exited'}")
 
 
@@ -370,7 +357,7 @@ def _stop_failed_daemon(pid: int, mountpoint: str, grace: float = 5.0) -> None:
     except ChildProcessError:
         pass
     state = read_state(mountpoint)
-    if state is not None and state.pid != pid and _alive(state.pid):
+    if state is not None and state.pid != pid and alive(state.pid):
         return  # the mount there is another, live acxfs mount's (two mounts raced): keep it
     if state is not None:
         clear_state(mountpoint)  # ours: a daemon killed before its own clean-up leaves it
@@ -462,7 +449,7 @@ def umount(mountpoint: str, timeout: float = 15.0) -> str:
         raise EnvironmentProblem(f"{mountpoint} is not mounted")
     if not any(canonical(mountpoint) == mp for _, mp in live_mounts()):
         raise EnvironmentProblem(f"{mountpoint} is not an acxfs mount")
-    owner = _mount_owner(mountpoint)
+    owner = mount_owner(mountpoint)
     if os.geteuid() != 0 and owner is not None and owner != os.geteuid():
         raise EnvironmentProblem(f"{mountpoint} was mounted by another user (uid {owner}); "
                                  "only that user or root can unmount it")
@@ -474,12 +461,12 @@ def umount(mountpoint: str, timeout: float = 15.0) -> str:
     lingering = ""
     if state is not None:
         deadline = time.monotonic() + timeout
-        while _alive(state.pid) and time.monotonic() < deadline:
+        while alive(state.pid) and time.monotonic() < deadline:
             time.sleep(0.02)
         if state.created_mountpoint:
             remove_made([*state.created_parents, mountpoint])
         clear_state(mountpoint)
-        if _alive(state.pid):
+        if alive(state.pid):
             lingering = (f" (detached while files were open: daemon {state.pid} serves them "
                          "until they are closed, then exits)")
     return f"unmounted {mountpoint}{lingering}"
@@ -502,7 +489,8 @@ def _detach(mountpoint: str, lazy_only: bool = False) -> tuple[bool, str | None]
     return False, last
 
 
-def _alive(pid: int) -> bool:
+def alive(pid: int) -> bool:
+    """Whether process `pid` exists and is not a zombie."""
     try:
         os.kill(pid, 0)
     except ProcessLookupError:

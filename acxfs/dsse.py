@@ -7,19 +7,16 @@ checked over the raw payload, always over PAE(payloadType, payload).
 
 from __future__ import annotations
 
+import base64
 import json
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from acxfs.errors import InputError
-from acxfs.keys import KeyFormatError, PrivateKey, PublicKey, b64decode_any
+from acxfs.errors import EnvelopeFormatError, KeyFormatError
+from acxfs.keys import PrivateKey, PublicKey, b64decode_any
 from acxfs.limits import DEFAULT_LIMITS, Limits
 
 IN_TOTO_PAYLOAD_TYPE = "application/vnd.in-toto+json"
-
-
-class EnvelopeFormatError(InputError):
-    """The envelope is not DSSE JSON of the expected shape."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -96,8 +93,6 @@ def check_signatures(
 
 def sign_envelope(payload_type: str, payload: bytes, key: PrivateKey) -> str:
     """A DSSE envelope (JSON text) with one Ed25519 signature by `key`."""
-    import base64
-
     sig = key.sign(pae(payload_type, payload))
     doc = {
         "payloadType": payload_type,

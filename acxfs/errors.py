@@ -50,8 +50,43 @@ class LimitError(MalformedError):
     """The container exceeds one of the bounds in `acxfs.limits`."""
 
 
+class KeyFormatError(InputError, ValueError):
+    """Bytes or text that are not an Ed25519 key in the expected encoding."""
+
+
+class EnvelopeFormatError(InputError):
+    """The envelope is not DSSE JSON of the expected shape."""
+
+
+class SkillError(InputError):
+    """A SKILL.md that breaks the Agent Skills frontmatter rules, or a skill name that does."""
+
+
+class PackError(InputError):
+    """The inputs cannot become a valid cartridge."""
+
+
+class IdentityError(InputError):
+    """A bundle whose signed facts do not name it (unsigned, unverified, or not a safe name)."""
+
+
+class Refused(AcxfsError):
+    """Inside a format's check only: stop the check with this verdict (and further problems
+    as warnings); the check turns it into its report, so it never reaches a caller."""
+
+    def __init__(self, verdict: Verdict, more: tuple[str, ...] = ()) -> None:
+        super().__init__(str(verdict))
+        self.verdict = verdict
+        self.more = more
+
+
 class EnvironmentProblem(AcxfsError):
     """Something outside the container is wrong: a missing file, bad usage, no FUSE (exit 2)."""
+
+
+class UnsafePathError(EnvironmentProblem):
+    """A place acxfs was asked to write is not one it may write: a symbolic link on the way,
+    or an entry acxfs did not make where it would replace or remove one."""
 
 
 class TrustConfigError(EnvironmentProblem):
@@ -64,3 +99,12 @@ class UntrustedError(AcxfsError):
     def __init__(self, verdict: Verdict) -> None:
         super().__init__(str(verdict))
         self.verdict = verdict
+
+
+class RefusedError(AcxfsError):
+    """A change of the skills library acxfs will not make: a name taken, a bundle that is not
+    verified, a rollback (exit 1, or the verdict's exit code for a bundle refused on trust)."""
+
+    def __init__(self, message: str, exit_code: int = 1) -> None:
+        super().__init__(message)
+        self.exit_code = exit_code

@@ -1,10 +1,18 @@
-"""The FUSE operations: map mount paths to verified entries, serve bytes only via ContentStore.
+"""The FUSE operations: a protocol adapter from mount paths to verified entries of sources.
 
-This module reads no container itself.  Metadata comes from the source's verified tree;
-content comes from `ContentStore.get`, which returns only bytes whose sha256 matched the
-signed digest.  A failed check is EIO for that file (logged once, by the store's owner);
-every write-type operation is EROFS; an unexpected failure is a logged EIO, never a crash of
-the daemon.
+One mount serves one or many sources, each under a path prefix (the prefix '' is a mount of
+one source at the mount's root; other prefixes are paths such as `pub/artifact/1.0.0-ab12`,
+whose parent directories are made up here, read-only and empty but for what leads to a
+source).  This module reads no container itself.  Metadata comes from each source's verified
+tree; content comes only from the source's verified reads, which return bytes whose sha256
+matched the signed digest.  A failed check is EIO for that file, recorded once with the
+source it belongs to; every write-type operation is EROFS; an unexpected failure is a logged
+EIO, never a crash of the daemon.
+
+Threading: libfuse calls the operations from many threads at once.  The set of sources is
+replaced whole by `attach` and `detach` (serialised by a lock) and read without one: each
+request works on the set it found when it started, and a source detached meanwhile finishes
+the requests already routed to it.
 """
 
 from __future__ import annotations
@@ -14,18 +22,23 @@ import functools
 import json
 import os
 import stat
-from collections.abc import Callable
+import threading
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field, replace
 from typing import Any, TypeVar
 
+from acxfs.container import Entry, Source
 from acxfs.content import ContentStore
 from acxfs.errors import TamperError, UnverifiableError
 from acxfs.fuse_threads import pin_current_thread
-from acxfs.sources.base import Entry, Source
 from acxfs.verdict import Verdict
 
 F = TypeVar("F", bound=Callable[..., Any])
 BLOCK = 128 * 1024
 DIRECTORY = stat.S_IFDIR | 0o555
+
+Listing = list[tuple[str, dict[str, int] | None, int]]
 
 
 class FuseOSError(OSError):
@@ -33,6 +46,69 @@ class FuseOSError(OSError):
 
     def __init__(self, code: int) -> None:
         super().__init__(code, os.strerror(code))
+
+
+@dataclass(frozen=True)
+class Mounted:
+    """One source in a mount: the subtree at tree path `root` of `source`, shown at `prefix`
+    ('' for the mount's root), which passed `verdict`; `label` names it in logs and events."""
+
+    prefix: str
+    source: Source
+    root: str
+    verdict: Verdict
+    label: str
+
+
+@dataclass(frozen=True)
+class TamperEvent:
+    """A file that failed its check: the source it belongs to and its path in that source."""
+
+    prefix: str
+    label: str
+    path: str
+    reason: str
+
+
+@dataclass
+class _Served:
+    """A mounted source with what was worked out about it (dropped with it at detach)."""
+
+    mounted: Mounted
+    attrs: dict[str, dict[str, int]] = field(default_factory=dict)
+    listings: dict[str, Listing] = field(default_factory=dict)
+    usage: tuple[int, int] | None = None  # (bytes, entries), on first statfs
+
+
+@dataclass(frozen=True)
+class _Layout:
+    """The sources of a mount at one moment, and the directories made up to reach them."""
+
+    served: dict[str, _Served]
+    dirs: dict[str, tuple[str, ...]]  # made-up directory -> its children's names
+    single: _Served | None  # the source mounted at prefix '', which then is the only one
+
+
+def _layout(served: dict[str, _Served]) -> _Layout:
+    children: dict[str, set[str]] = {} if "" in served else {"": set()}
+    for prefix in served:
+        parts = prefix.split("/") if prefix else []
+        for depth in range(len(parts)):
+            children.setdefault("/".join(parts[:depth]), set()).add(parts[depth])
+    dirs = {path: tuple(sorted(names)) for path, names in children.items()}
+    return _Layout(served, dirs, served.get(""))
+
+
+def _route(layout: _Layout, rel: str) -> tuple[_Served, str] | None:
+    """The source whose prefix leads `rel` and the path below it (None: none does)."""
+    if layout.single is not None:
+        return layout.single, rel
+    parts = rel.split("/") if rel else []
+    for depth in range(1, len(parts) + 1):
+        served = layout.served.get("/".join(parts[:depth]))
+        if served is not None:
+            return served, "/".join(parts[depth:])
+    return None
 
 
 def _guard(func: F) -> F:
@@ -54,8 +130,12 @@ def _guard(func: F) -> F:
     return wrapper  # type: ignore[return-value]
 
 
+def _valid_prefix(prefix: str) -> bool:
+    return prefix == "" or all(part not in ("", ".", "..") for part in prefix.split("/"))
+
+
 class AcxOperations:
-    """A read-only view of `source.tree` rooted at `root` (a tree path, '' for all).
+    """A read-only tree of verified sources, each under its prefix.
 
     It serves fusepy (libfuse2), which dispatches through `__call__`, and mfusepy (libfuse2 or
     libfuse3), which calls the methods; either registers with libfuse only the operations
@@ -65,25 +145,73 @@ class AcxOperations:
     use_ns = True
 
     def __init__(
-        self, source: Source, store: ContentStore, verdict: Verdict, root: str = "",
+        self, mounts: Iterable[Mounted], store: ContentStore,
         log: Callable[[str], None] = lambda message: None,
         on_ready: Callable[[], None] = lambda: None,
     ) -> None:
-        self.source = source
-        self.tree = source.tree
         self.store = store
-        self.verdict = verdict
-        self.root = root.strip("/")
         self.log = log
         self._on_ready = on_ready
         self._uid, self._gid = os.getuid(), os.getgid()
-        self._attrs: dict[str, dict[str, int]] = {}
-        self._listings: dict[str, list[tuple[str, dict[str, int] | None, int]]] = {}
-        self._usage: tuple[int, int] | None = None  # (bytes, entries), on first statfs
+        self._made_at = int(time.time())  # the mtime of made-up directories
+        self._lock = threading.Lock()
+        self._layout = _layout({})
+        self._events: dict[tuple[str, str], TamperEvent] = {}
+        for mounted in mounts:
+            self.attach(mounted.prefix, mounted)
 
     def __call__(self, op: str, *args: Any) -> Any:
         """fusepy's entry point for every request."""
         return getattr(self, op)(*args)
+
+    # --- the set of sources ------------------------------------------------------------
+
+    def attach(self, prefix: str, mounted: Mounted) -> None:
+        """Serve `mounted` at `prefix` from now on.  ValueError for a prefix that is taken,
+        lies inside or around another one, or is not a relative path of plain names."""
+        prefix = prefix.strip("/")
+        if not _valid_prefix(prefix):
+            raise ValueError(f"not a path prefix: {prefix!r}")
+        with self._lock:
+            served = self._layout.served
+            for other in served:
+                if other == "" or prefix == "" or other == prefix or \
+                        other.startswith(prefix + "/") or prefix.startswith(other + "/"):
+                    raise ValueError(f"prefix {prefix!r} overlaps the mounted {other!r}")
+            if mounted.prefix != prefix:
+                mounted = replace(mounted, prefix=prefix)
+            self._layout = _layout({**served, prefix: _Served(mounted)})
+
+    def detach(self, prefix: str) -> Mounted | None:
+        """Stop serving what is at `prefix`; it is returned (None if nothing was there) for
+        the caller to close once the requests already routed to it are done."""
+        prefix = prefix.strip("/")
+        with self._lock:
+            served = dict(self._layout.served)
+            gone = served.pop(prefix, None)
+            self._layout = _layout(served)
+        return gone.mounted if gone is not None else None
+
+    def mounted(self) -> list[Mounted]:
+        """What is served now, by prefix."""
+        served = self._layout.served
+        return [served[prefix].mounted for prefix in sorted(served)]
+
+    def tamper_events(self) -> list[TamperEvent]:
+        """Every file that failed its check since the mount started, in the order found."""
+        with self._lock:
+            return list(self._events.values())
+
+    def _tampered(self, served: _Served, exc: TamperError) -> None:
+        """Record (and log once) that a file of `served` failed its check."""
+        mounted = served.mounted
+        path = exc.path or ""
+        with self._lock:
+            key = (mounted.prefix, path)
+            if key in self._events:
+                return
+            self._events[key] = TamperEvent(mounted.prefix, mounted.label, path, str(exc))
+        self.log(f"tamper: {mounted.label}: {exc}")
 
     # --- lifecycle ---------------------------------------------------------------------
 
@@ -91,27 +219,40 @@ class AcxOperations:
         self._on_ready()
 
     def destroy(self, path: str) -> None:
-        self.source.close()
+        for served in self._layout.served.values():
+            served.mounted.source.close()
 
     # --- metadata ----------------------------------------------------------------------
 
-    def _entry(self, path: str) -> Entry:
+    def _find(self, path: str) -> tuple[_Served | None, Entry]:
+        """The source serving `path` (None for a made-up directory) and the entry there."""
+        layout = self._layout
         rel = path.strip("/")
-        full = f"{self.root}/{rel}" if self.root and rel else (rel or self.root)
-        entry = self.tree.lookup(full)
+        routed = _route(layout, rel)
+        if routed is None:
+            if rel in layout.dirs:
+                return None, Entry(rel, True, mtime=self._made_at)
+            raise FuseOSError(errno.ENOENT)
+        served, inner = routed
+        root = served.mounted.root
+        entry = served.mounted.source.tree.lookup(
+            f"{root}/{inner}" if root and inner else (inner or root))
         if entry is None:
             raise FuseOSError(errno.ENOENT)
-        return entry
+        return served, entry
 
-    def _stat(self, entry: Entry) -> dict[str, int]:
-        cached = self._attrs.get(entry.path)
+    def _stat(self, served: _Served | None, entry: Entry) -> dict[str, int]:
+        if served is None:
+            return self._made_stat(entry)
+        cached = served.attrs.get(entry.path)
         if cached is not None:
             return cached
+        tree = served.mounted.source.tree
         ns = entry.mtime * 1_000_000_000
         if entry.is_dir:
             subdirs = sum(
-                1 for n in self.tree.list(entry.path)
-                if (e := self.tree.child(entry.path, n)) and e.is_dir
+                1 for n in tree.list(entry.path)
+                if (e := tree.child(entry.path, n)) and e.is_dir
             )
             nlink, size = 2 + subdirs, 0
         else:
@@ -121,56 +262,81 @@ class AcxOperations:
                 # would make happens here: an empty file whose digest is not that of no bytes
                 # is EIO like any file that fails (legacy and unverified views; signed ones
                 # were refused at mount).
-                self.store.get(entry)
+                self._checked(served, entry)
         attrs = {
             "st_mode": entry.mode, "st_nlink": nlink, "st_size": size,
             "st_uid": self._uid, "st_gid": self._gid,
             "st_atime": ns, "st_mtime": ns, "st_ctime": ns,
             "st_blocks": (size + 511) // 512, "st_blksize": BLOCK,
         }
-        self._attrs[entry.path] = attrs
+        served.attrs[entry.path] = attrs
         return attrs
+
+    def _made_stat(self, entry: Entry) -> dict[str, int]:
+        ns = entry.mtime * 1_000_000_000
+        return {
+            "st_mode": DIRECTORY, "st_nlink": 2 + len(self._layout.dirs.get(entry.path, ())),
+            "st_size": 0, "st_uid": self._uid, "st_gid": self._gid,
+            "st_atime": ns, "st_mtime": ns, "st_ctime": ns, "st_blocks": 0, "st_blksize": BLOCK,
+        }
+
+    def _names(self, served: _Served | None, entry: Entry) -> tuple[str, ...]:
+        if served is None:
+            return self._layout.dirs.get(entry.path, ())
+        return served.mounted.source.tree.list(entry.path)
 
     @_guard
     def getattr(self, path: str, fh: object = None) -> dict[str, int]:
-        return self._stat(self._entry(path))
+        return self._stat(*self._find(path))
 
     @_guard
     def readdir(self, path: str, fh: object) -> list[str]:
         # Names only: libfuse2 has no READDIRPLUS, so the kernel would use nothing of a full
         # stat but the type, and filling one per entry through ctypes costs more than the
         # lookup it does not save. Attributes come from getattr, cached by the kernel.
-        entry = self._entry(path)
+        served, entry = self._find(path)
         if not entry.is_dir:
             raise FuseOSError(errno.ENOTDIR)
-        return [".", "..", *self.tree.list(entry.path)]
+        return [".", "..", *self._names(served, entry)]
 
     @_guard
-    def readdir_plus(self, path: str) -> list[tuple[str, dict[str, int] | None, int]]:
+    def readdir_plus(self, path: str) -> Listing:
         """The listing with each child's attributes, for libfuse3's READDIRPLUS: the kernel
         then knows every listed name and sends no LOOKUP when one is opened.  The kernel
         asks for a large directory in many parts, so each listing is built once."""
-        entry = self._entry(path)
+        served, entry = self._find(path)
         if not entry.is_dir:
             raise FuseOSError(errno.ENOTDIR)
-        listing = self._listings.get(entry.path)
-        if listing is None:
-            listing = [(".", None, DIRECTORY), ("..", None, DIRECTORY)]
-            for name in self.tree.list(entry.path):
-                child = self.tree.child(entry.path, name)
-                if child is None:
-                    continue
+        if served is None:  # a made-up directory: its children are made up or a source's root
+            base = path.rstrip("/")
+            listing: Listing = [(".", None, DIRECTORY), ("..", None, DIRECTORY)]
+            for name in self._names(None, entry):
                 try:
-                    attrs: dict[str, int] | None = self._stat(child)
-                except TamperError:
-                    attrs = None  # listed by name and type; its lookup then answers EIO
-                listing.append((name, attrs, child.mode))
-            self._listings[entry.path] = listing
+                    attrs: dict[str, int] | None = self._stat(*self._find(f"{base}/{name}"))
+                except (FuseOSError, TamperError):
+                    attrs = None
+                listing.append((name, attrs, DIRECTORY))
+            return listing
+        cached = served.listings.get(entry.path)
+        if cached is not None:
+            return cached
+        tree = served.mounted.source.tree
+        listing = [(".", None, DIRECTORY), ("..", None, DIRECTORY)]
+        for name in tree.list(entry.path):
+            child = tree.child(entry.path, name)
+            if child is None:
+                continue
+            try:
+                attrs = self._stat(served, child)
+            except TamperError:
+                attrs = None  # listed by name and type; its lookup then answers EIO
+            listing.append((name, attrs, child.mode))
+        served.listings[entry.path] = listing
         return listing
 
     @_guard
     def access(self, path: str, amode: int) -> int:
-        entry = self._entry(path)
+        _, entry = self._find(path)
         if amode & os.W_OK:
             raise FuseOSError(errno.EROFS)
         if amode & os.X_OK and not entry.mode & 0o111:
@@ -179,11 +345,17 @@ class AcxOperations:
 
     @_guard
     def statfs(self, path: str) -> dict[str, int]:
-        if self._usage is None:  # computed once, not at mount: the view never changes
-            prefix = f"{self.root}/" if self.root else ""
-            inside = [e for p, e in self.tree.entries.items() if p.startswith(prefix) and p]
-            self._usage = (sum(e.size for e in inside if not e.is_dir), len(inside) + 1)
-        total, count = self._usage
+        layout = self._layout
+        total, count = 0, len(layout.dirs) or 1
+        for served in layout.served.values():
+            if served.usage is None:  # computed once, not at mount: a source never changes
+                root = served.mounted.root
+                prefix = f"{root}/" if root else ""
+                inside = [e for p, e in served.mounted.source.tree.entries.items()
+                          if p.startswith(prefix) and p]
+                served.usage = (sum(e.size for e in inside if not e.is_dir), len(inside))
+            total += served.usage[0]
+            count += served.usage[1]
         return {
             "f_bsize": BLOCK, "f_frsize": BLOCK, "f_blocks": (total + BLOCK - 1) // BLOCK,
             "f_bfree": 0, "f_bavail": 0, "f_files": count, "f_ffree": 0, "f_favail": 0,
@@ -192,14 +364,18 @@ class AcxOperations:
 
     # --- extended attributes -----------------------------------------------------------
 
-    def _xattrs(self, entry: Entry) -> dict[str, bytes]:
+    def _xattrs(self, served: _Served | None, entry: Entry) -> dict[str, bytes]:
         found: dict[str, bytes] = {}
+        if served is None:
+            if entry.path == "":
+                found["user.acx.stats"] = self._stats()
+            return found
         if not entry.is_dir and entry.digest is not None:
             # SAVE files are unsigned: their digest is only what the file records.
             name = "user.acx.recorded_oid" if entry.path.startswith("save/") else "user.acx.oid"
             found[name] = ("sha256:" + entry.digest.hex()).encode()
-        if entry.path == self.root:
-            v = self.verdict
+        if entry.path == served.mounted.root:
+            v = served.mounted.verdict
             found["user.acx.trust"] = v.trust.encode()
             found["user.acx.verdict"] = v.line.encode()
             if v.keyid:  # an UNVERIFIED signature's keyid is only what its envelope claims
@@ -207,12 +383,15 @@ class AcxOperations:
                     v.keyid.encode()
             if v.publisher:
                 found["user.acx.publisher"] = v.publisher.encode()
-            stats = self.store.stats
-            found["user.acx.stats"] = json.dumps({
-                "blobs_inflated": stats.blobs_inflated, "bytes_verified": stats.bytes_verified,
-                "tamper_events": stats.tamper_events, "cache_hits": stats.cache_hits,
-                "cache_misses": stats.cache_misses}, sort_keys=True).encode()
+            found["user.acx.stats"] = self._stats()
         return found
+
+    def _stats(self) -> bytes:
+        stats = self.store.stats
+        return json.dumps({
+            "blobs_inflated": stats.blobs_inflated, "bytes_verified": stats.bytes_verified,
+            "tamper_events": stats.tamper_events, "cache_hits": stats.cache_hits,
+            "cache_misses": stats.cache_misses}, sort_keys=True).encode()
 
     @_guard
     def getxattr(self, path: str, name: str, position: int = 0) -> bytes:
@@ -220,16 +399,32 @@ class AcxOperations:
             raise FuseOSError(errno.ENOTSUP)
         if not name.startswith("user.acx."):
             raise FuseOSError(errno.ENODATA)
-        value = self._xattrs(self._entry(path)).get(name)
+        value = self._xattrs(*self._find(path)).get(name)
         if value is None:
             raise FuseOSError(errno.ENODATA)
         return value
 
     @_guard
     def listxattr(self, path: str) -> list[str]:
-        return sorted(self._xattrs(self._entry(path)))
+        return sorted(self._xattrs(*self._find(path)))
 
     # --- content -----------------------------------------------------------------------
+
+    def _verified(self, served: _Served, entry: Entry, offset: int, size: int) -> bytes:
+        """Verified bytes of `entry`; a failed check is recorded before it is raised."""
+        try:
+            return served.mounted.source.read(entry, offset, size)
+        except TamperError as exc:
+            self._tampered(served, exc)
+            raise
+
+    def _checked(self, served: _Served, entry: Entry) -> None:
+        """Verify `entry` without reading it; a failed check is recorded before it is raised."""
+        try:
+            served.mounted.source.blob(entry)
+        except TamperError as exc:
+            self._tampered(served, exc)
+            raise
 
     @_guard
     def open(self, path: str, fi: Any) -> int:
@@ -242,10 +437,10 @@ class AcxOperations:
 
     @_guard
     def read(self, path: str, size: int, offset: int, fi: Any) -> bytes:
-        entry = self._entry(path)
-        if entry.is_dir:
+        served, entry = self._find(path)
+        if entry.is_dir or served is None:
             raise FuseOSError(errno.EISDIR)
-        return self.store.get(entry).read(offset, size)  # a TamperError is EIO (_guard)
+        return self._verified(served, entry, offset, size)  # a TamperError is EIO (_guard)
 
     # --- everything that would write -----------------------------------------------------
 

@@ -10,8 +10,6 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping, Sequence
 
-JsonValue = None | bool | int | float | str | Sequence["JsonValue"] | Mapping[str, "JsonValue"]
-
 
 def canonical_bytes(value: object) -> bytes:
     """The JCS serialization of `value` as UTF-8 bytes (ValueError if it has none)."""

@@ -15,17 +15,13 @@ from dataclasses import dataclass
 import nacl.exceptions
 import nacl.signing
 
-from acxfs.errors import TrustConfigError
+from acxfs.errors import KeyFormatError, TrustConfigError
 from acxfs.inputs import open_input
 
 SPKI_PREFIX = bytes.fromhex("302a300506032b6570032100")
 PKCS8_PREFIX = bytes.fromhex("302e020100300506032b657004220420")
 _PUBLIC_LABEL = "PUBLIC KEY"
 _PRIVATE_LABEL = "PRIVATE KEY"
-
-
-class KeyFormatError(ValueError):
-    """Bytes or text that are not an Ed25519 key in the expected encoding."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -72,10 +68,6 @@ def public_key_from_text(text: str) -> PublicKey:
     if "-----BEGIN" in text:
         return public_key_from_pem(text)
     return public_key_from_spki_der(b64decode_any(text.strip()))
-
-
-def keyid_of(public_key: PublicKey) -> str:
-    return public_key.keyid
 
 
 @dataclass(frozen=True, slots=True)

@@ -11,11 +11,12 @@ import hashlib
 import json
 import math
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 import yaml
 
-from acxfs.errors import InputError
+from acxfs.errors import SkillError
 
 NAME_RE = re.compile(r"^[a-z0-9]+(-[a-z0-9]+)*$")
 ALLOWED_KEYS = frozenset(
@@ -25,10 +26,6 @@ RESOURCE_DIRS = ("references", "scripts", "assets")
 SCHEMA_VERSION = "acx.skill/1"
 
 
-class SkillError(InputError):
-    """A SKILL.md that breaks the Agent Skills frontmatter rules."""
-
-
 @dataclass(frozen=True)
 class SkillInfo:
     name: str
@@ -36,6 +33,23 @@ class SkillInfo:
     license: str | None
     compatibility: str | None
     version: str | None
+
+
+def valid_name(name: str) -> bool:
+    """The Agent Skills name rule: 1-64 of a-z, 0-9 and single hyphens."""
+    return 1 <= len(name) <= 64 and NAME_RE.fullmatch(name) is not None
+
+
+def skill_dirs(names: Iterable[str], root: str) -> dict[str, str]:
+    """Skill name -> its directory under `root`, for names taken from a verified tree;
+    SkillError for a name that breaks the Agent Skills rule."""
+    found: dict[str, str] = {}
+    for name in names:
+        if not valid_name(name):
+            raise SkillError(f"skill directory {name!r} is not a valid skill name (1-64 of "
+                             "a-z, 0-9 and single hyphens)")
+        found[name] = f"{root}/{name}"
+    return found
 
 
 def split_frontmatter(text: str) -> str:
@@ -64,7 +78,7 @@ def parse_skill(data: bytes, directory: str) -> SkillInfo:
     if unknown:
         raise SkillError(f"SKILL.md frontmatter has unknown key {unknown[0]!r}")
     name, description = doc.get("name"), doc.get("description")
-    if not isinstance(name, str) or not 1 <= len(name) <= 64 or not NAME_RE.match(name):
+    if not isinstance(name, str) or not valid_name(name):
         raise SkillError(f"skill name {name!r} must be 1-64 of a-z, 0-9 and single hyphens")
     if name != directory:
         raise SkillError(f"skill name {name!r} differs from its directory {directory!r}")
@@ -86,19 +100,22 @@ def parse_skill(data: bytes, directory: str) -> SkillInfo:
     return SkillInfo(name, description, lic, compat, version)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class IndexRow:
+    """An `acx_skill` row: derived by `index_row` when packing, read back as an unsigned
+    cache (never a verified fact) when checking."""
+
     sqlar_path: str
     name: str
     description: str
     license: str | None
     compatibility: str | None
     skill_version: str | None
-    body_tokens: int
+    body_tokens: int | None
     content_sha256: str
     resources: str
     ext: str | None
-    schema_version: str = SCHEMA_VERSION
+    schema_version: str | None = SCHEMA_VERSION
 
 
 def index_row(skill_path: str, data: bytes, resources: dict[str, bytes]) -> IndexRow:

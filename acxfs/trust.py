@@ -22,9 +22,9 @@ from pathlib import Path
 
 from acxfs import strict_json
 from acxfs import verdict as v
-from acxfs.errors import TrustConfigError
+from acxfs.errors import EnvironmentProblem, KeyFormatError, TrustConfigError
 from acxfs.inputs import open_input
-from acxfs.keys import KeyFormatError, PublicKey, load_public_key_file, public_key_from_pem
+from acxfs.keys import PublicKey, load_public_key_file, public_key_from_pem
 from acxfs.limits import DEFAULT_LIMITS, Limits
 from acxfs.made_dirs import current_umask, staged_text
 
@@ -405,6 +405,22 @@ def add_pin(key: PublicKey, publisher: str | None, note: str, store: Path | None
         Path(tmp).unlink(missing_ok=True)
         raise
     return path
+
+
+def pin_key(key: PublicKey, publisher: str | None, note: str) -> tuple[Path, str | None]:
+    """Pin `key` for `publisher` (None: any) in the trust store; returns the pin file and
+    the publisher of an earlier pin of that key it replaced, if it named another one.  A
+    key pinned for one publisher is never widened to any publisher by omission."""
+    from_before = next((p for p in list_pins() if p.keyid == key.keyid), None)
+    if publisher is None and from_before is not None and from_before.publisher is not None:
+        raise EnvironmentProblem(
+            f"{key.keyid} is pinned for publisher {from_before.publisher} only; pinning it "
+            "again without --publisher would trust it for any publisher. Pass --publisher, "
+            f"or run 'acxfs trust remove {key.keyid}' first")
+    path = add_pin(key, publisher, note)
+    replaced = (from_before.publisher if from_before is not None
+                and from_before.publisher != publisher else None)
+    return path, replaced
 
 
 def remove_pin(keyid: str, store: Path | None = None) -> bool:

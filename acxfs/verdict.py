@@ -6,8 +6,10 @@ verified (keyid, publisher, signedAt).  Facts are only set when a signature veri
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Literal
+
+from acxfs.text import printable
 
 Trust = Literal["trusted", "local", "portable", "legacy", "tampered", "malformed", "incompatible"]
 MinTrust = Literal["verified", "portable", "legacy"]
@@ -38,14 +40,6 @@ UNVERIFIED = "Signature present but UNVERIFIED (no public key available)."
 LOCAL = "Signed by this instance."
 
 
-def printable(text: str) -> str:
-    """Untrusted text made safe for a terminal: control, unprintable and lone surrogate
-    characters are shown as escapes, so no byte from a container can drive the terminal."""
-    if text.isprintable():
-        return text
-    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
-
-
 def trusted_summary(publisher: str) -> str:
     return f"Signed by trusted publisher {publisher}."
 
@@ -58,7 +52,6 @@ class Verdict:
     publisher: str | None = None
     signed_at: str | None = None
     unverified: bool = False  # a signature no key could check: mounted only like legacy
-    warnings: tuple[str, ...] = field(default=())
 
     @property
     def status(self) -> str:

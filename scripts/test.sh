@@ -6,5 +6,5 @@ cd "$(dirname "$0")/.."
 bash scripts/setup.sh
 PYTHON="${PYTHON:-python3}"
 "$PYTHON" -m ruff check acxfs tests scripts
-MYPYPATH=tests "$PYTHON" -m mypy acxfs scripts tests
+"$PYTHON" -m mypy acxfs scripts tests
 "$PYTHON" -m pytest -q "$@"

@@ -8,47 +8,10 @@ from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any, NamedTuple
 
-import cartwriter as cw
 import pytest
 
-# Tests run from the repo root (/work/main); shared fixtures live in /work/shared/fixtures.
-FIXTURES = Path(__file__).resolve().parent.parent.parent / "shared" / "fixtures"
-REAL = FIXTURES / "real"
-
-PUBLISHER = "io.github.example"
-
-SKILL_MD = b"""---
-name: demo-skill
-description: A small demo skill used by the acxfs tests. Use it when testing acxfs.
-license: Apache-2.0
-metadata:
-  version: 1.0.0
----
-
-# Demo skill
-
-Read `references/guide.md`, then run `scripts/run.sh`.
-"""
-
-DEMO_FILES: dict[str, bytes] = {
-    "rom/skills/demo-skill/SKILL.md": SKILL_MD,
-    "rom/skills/demo-skill/references/guide.md": b"# Guide\n\nStep one: read. Step two: run.\n",
-    "rom/skills/demo-skill/scripts/run.sh": b"#!/bin/sh\necho 'demo skill ran'\n",
-    "rom/knowledge/NOTES.md": b"# Notes\n\nThese notes are signed ROM content.\n",
-}
-DEMO_CAPABILITIES: dict[str, str] = {
-    "cap-demo": cw.jcs(
-        {
-            "id": "cap-demo",
-            "schemaVersion": "acx.capability/1",
-            "taskType": "implement-feature",
-            "stack": ["pkg:generic/demo"],
-        }
-    ).decode(),
-}
-DEMO_MEMORIES: dict[str, str] = {
-    "m1": cw.jcs({"id": "m1", "title": "demo memory", "zone": "rom"}).decode(),
-}
+from tests.support import cartwriter as cw
+from tests.support.demo import DEMO_CAPABILITIES, DEMO_FILES, DEMO_MEMORIES, PUBLISHER
 
 _DEFAULT: Any = object()
 
@@ -183,7 +146,7 @@ def fuse_available(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[N
             pytest.fail("/dev/fuse is missing, and CI=true: the FUSE mount tests must run in CI")
         pytest.skip("/dev/fuse is absent: FUSE mount tests need it")
     yield
-    from mounting import acxfs_mounts_under, force_cleanup
+    from tests.support.mounting import acxfs_mounts_under, force_cleanup
 
     left = acxfs_mounts_under(tmp_path)
     for mountpoint in left:

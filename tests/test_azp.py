@@ -1,9 +1,10 @@
 """azphalt packages (.azp): the conformance fixtures, the real skill package, hostile packages.
 
-Hostile packages are built here with `zipfile` and PyNaCl only (never with acxfs code), signed
-by TEST_KEY and checked with `--trust-key`, so the untouched package is `verified / trusted`
-and each attack has to move the verdict on its own.  Tests marked `fuse` run the installed
-`acxfs` console script and always unmount in a `finally`.
+Hostile packages are built by the independent writer `tests.support.azpwriter` (`zipfile` and
+PyNaCl only, never acxfs code), signed by TEST_KEY and checked with `--trust-key`, so the
+untouched package is `verified / trusted` and each attack has to move the verdict on its own.
+Tests marked `fuse` run the installed `acxfs` console script and always unmount in a
+`finally`.
 """
 
 from __future__ import annotations
@@ -23,10 +24,30 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import cartwriter as cw
 import nacl.signing
 import pytest
-from conftest import FIXTURES, SKILL_MD
+
+from tests.support import FIXTURES
+from tests.support import cartwriter as cw
+from tests.support.azpwriter import (
+    DEMO_PAYLOAD,
+    GUIDE,
+    OTHER_KEY,
+    SKILL,
+    TEST_KEY,
+    b64,
+    demo_azp,
+    digest,
+    key_file,
+    keyid,
+    keyid_of_spki,
+    patch_sizes,
+    signature_doc,
+    skill_manifest,
+    spki,
+    write_azp,
+)
+from tests.support.demo import SKILL_MD
 
 AZP = FIXTURES / "azp"
 REAL_PKG = AZP / "com.hereliesaz.azphalt.dev-workflow-skills-1.0.0.azp"
@@ -37,155 +58,11 @@ REAL_SKILLS = (
 )
 EXPECTATIONS = json.loads((AZP / "expectations.json").read_text(encoding="utf-8"))
 TRUST_KEYS = json.loads((AZP / "trust-keys.json").read_text(encoding="utf-8"))
-SPKI_PREFIX = bytes.fromhex("302a300506032b6570032100")  # RFC 8410 Ed25519 SubjectPublicKeyInfo
-
-TEST_KEY = nacl.signing.SigningKey(bytes(range(32)))
-OTHER_KEY = nacl.signing.SigningKey(bytes(range(100, 132)))
-SKILL = "skills/demo-skill/SKILL.md"
-GUIDE = "skills/demo-skill/references/guide.md"
-DEMO_PAYLOAD: dict[str, bytes] = {
-    SKILL: SKILL_MD,
-    GUIDE: b"# Guide\n\nStep one: read. Step two: run.\n",
-    "LICENSE": b"MIT License\n",
-}
 
 TAMPERED = "invalid / tampered - "
 MALFORMED = "invalid / malformed - "  # also the line of an incompatible package
 LEGACY = "warning / legacy - Unsigned package (no signature.json)."
 PORTABLE = "warning / portable - Signature valid but no key of its signer chain is trusted here."
-
-
-# --------------------------------------------------------------------------- independent writer
-
-
-def spki(key: nacl.signing.SigningKey) -> bytes:
-    return SPKI_PREFIX + bytes(key.verify_key)
-
-
-def b64(data: bytes) -> str:
-    return base64.b64encode(data).decode("ascii")
-
-
-def keyid_of_spki(der: bytes) -> str:
-    return "ed25519:" + hashlib.sha256(der).hexdigest()
-
-
-def keyid(key: nacl.signing.SigningKey) -> str:
-    return keyid_of_spki(spki(key))
-
-
-def digest(data: bytes) -> str:
-    return "sha256-" + hashlib.sha256(data).hexdigest()
-
-
-def skill_manifest(payload: dict[str, bytes], **fields: Any) -> dict[str, Any]:
-    """A kind "skill" manifest for `payload`; `fields` override (None deletes a field)."""
-    doc: dict[str, Any] = {
-        "azphalt": "0.1",
-        "id": "com.example.demo-skills",
-        "name": "Demo Skills",
-        "version": "1.0.0",
-        "kind": "skill",
-        "license": "MIT",
-        "compat": ">=0.1",
-        "skill": {"skills": [{"id": "demo-skill", "name": "Demo", "description": "A demo."}]},
-        "files": {path: digest(data) for path, data in payload.items()},
-    }
-    for key, value in fields.items():
-        if value is None:
-            doc.pop(key, None)
-        else:
-            doc[key] = value
-    return doc
-
-
-def signature_doc(
-    key: nacl.signing.SigningKey, signed: bytes, chain: tuple[nacl.signing.SigningKey, ...] = ()
-) -> dict[str, Any]:
-    """signature.json: `key` signs `signed`; each chain key signs the SPKI DER of the one below."""
-    doc: dict[str, Any] = {
-        "alg": "ed25519", "publicKey": b64(spki(key)), "keyId": "test-author",
-        "signature": b64(key.sign(signed).signature),
-    }
-    parent, below = doc, key
-    for counter in chain:
-        link = {"publicKey": b64(spki(counter)),
-                "signature": b64(counter.sign(spki(below)).signature)}
-        parent["countersignature"] = link
-        parent, below = link, counter
-    return doc
-
-
-def write_azp(
-    path: Path,
-    entries: list[tuple[str, bytes]] | dict[str, bytes],
-    manifest: dict[str, Any] | bytes,
-    *,
-    key: nacl.signing.SigningKey | None = TEST_KEY,
-    signed_manifest: bytes | None = None,
-    signature: dict[str, Any] | bytes | None = None,
-    compression: int = zipfile.ZIP_DEFLATED,
-) -> Path:
-    """An .azp: `entries` in order, then manifest.json and (if `key`) signature.json."""
-    data = manifest if isinstance(manifest, bytes) else (
-        json.dumps(manifest, indent=2).encode() + b"\n")
-    items = list(entries.items()) if isinstance(entries, dict) else list(entries)
-    items.append(("manifest.json", data))
-    if signature is None and key is not None:
-        signature = signature_doc(key, data if signed_manifest is None else signed_manifest)
-    if signature is not None:
-        sig_bytes = signature if isinstance(signature, bytes) else json.dumps(signature).encode()
-        items.append(("signature.json", sig_bytes))
-    with warnings_ignored(), zipfile.ZipFile(path, "w", compression) as archive:
-        for name, body in items:
-            info = zipfile.ZipInfo(name, date_time=(2000, 1, 1, 0, 0, 0))
-            info.compress_type = compression
-            archive.writestr(info, body)
-    return path
-
-
-@contextlib.contextmanager
-def warnings_ignored() -> Iterator[None]:
-    import warnings
-
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")  # zipfile warns about the duplicate names we want
-        yield
-
-
-def demo_azp(path: Path, payload: dict[str, bytes] | None = None, **fields: Any) -> Path:
-    payload = DEMO_PAYLOAD if payload is None else payload
-    return write_azp(path, payload, skill_manifest(payload, **fields))
-
-
-def key_file(tmp_path: Path, key: nacl.signing.SigningKey, pem: bool = False) -> Path:
-    """A --trust-key file: SPKI DER in base64 (the azphalt form) or an SPKI PEM."""
-    path = tmp_path / f"{keyid(key)[8:20]}.{'pem' if pem else 'b64'}"
-    text = b64(spki(key))
-    if pem:
-        text = f"-----BEGIN PUBLIC KEY-----\n{text}\n-----END PUBLIC KEY-----\n"
-    path.write_text(text + "\n", encoding="ascii")
-    return path
-
-
-def patch_sizes(path: Path, name: str, size: int) -> None:
-    """Rewrite the uncompressed size of `name` in its local header and central record."""
-    raw = bytearray(path.read_bytes())
-    encoded = name.encode()
-    local = raw.find(b"PK\x03\x04")
-    while local >= 0:
-        name_len = struct.unpack_from("<H", raw, local + 26)[0]
-        if raw[local + 30 : local + 30 + name_len] == encoded:
-            struct.pack_into("<L", raw, local + 22, size)
-            break
-        local = raw.find(b"PK\x03\x04", local + 4)
-    central = raw.find(b"PK\x01\x02")
-    while central >= 0:
-        name_len = struct.unpack_from("<H", raw, central + 28)[0]
-        if raw[central + 46 : central + 46 + name_len] == encoded:
-            struct.pack_into("<L", raw, central + 24, size)
-        central = raw.find(b"PK\x01\x02", central + 4)
-    path.write_bytes(bytes(raw))
 
 
 @pytest.fixture
@@ -214,8 +91,8 @@ def test_expectations_cover_exactly_the_nine_fixtures() -> None:
 
 @pytest.mark.parametrize("name", sorted(EXPECTATIONS["fixtures"]))
 def test_conformance_fixture_reproduces_expectations(run_cli, tmp_path: Path, name: str) -> None:
-    from acxfs.loader import check
-    from acxfs.sources.azp import AzpReport
+    from acxfs.formats import check
+    from acxfs.formats.azp.check import AzpReport
     from acxfs.trust import load_trust
 
     want = EXPECTATIONS["fixtures"][name]
@@ -243,13 +120,14 @@ def test_conformance_fixture_reproduces_expectations(run_cli, tmp_path: Path, na
 def test_conformance_fixture_is_never_mounted(tmp_path: Path, name: str) -> None:
     # None of the nine is kind "skill": intact ones are refused as incompatible (exit 6),
     # broken ones with their integrity verdict; no trust level changes that.
+    from acxfs.content import ContentStore
     from acxfs.errors import UntrustedError
-    from acxfs.sources import azp
+    from acxfs.formats.azp.source import open_source
     from acxfs.trust import load_trust
 
     trust = load_trust((), [str(p) for p in conformance_trust_files(tmp_path)])
     with pytest.raises(UntrustedError) as refused:
-        azp.open_source(str(AZP / name), trust, "legacy")
+        open_source(str(AZP / name), trust, ContentStore(), min_trust="legacy")
     verdict = refused.value.verdict
     assert verdict.is_integrity_failure
     if EXPECTATIONS["fixtures"][name]["verify"]["ok"] and name != "digest-mismatch.azp":
@@ -320,10 +198,10 @@ def test_real_package_lists_six_skills_and_cat_is_byte_identical(run_cli) -> Non
 def test_real_package_inspect_shows_skill_block_without_inflating_payload(
     run_cli, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from acxfs.sources import azp
+    from acxfs.formats.azp.zip import read_small
 
     read: list[str] = []
-    original = azp.read_small
+    original = read_small
 
     def spy(fd: int, member: Any, bound: int, limits: Any) -> bytes:
         read.append(member.name)
@@ -332,8 +210,8 @@ def test_real_package_inspect_shows_skill_block_without_inflating_payload(
     def forbidden(*args: object, **kwargs: object) -> object:
         raise AssertionError("inspect inflated a payload entry")
 
-    monkeypatch.setattr(azp, "read_small", spy)
-    monkeypatch.setattr(azp, "verify_content", forbidden)
+    monkeypatch.setattr("acxfs.formats.azp.check.read_small", spy)
+    monkeypatch.setattr("acxfs.formats.azp.deep.verify_content", forbidden)
     monkeypatch.setattr("acxfs.content.verify_content", forbidden)
     result = run_cli("inspect", REAL_PKG)
     assert result.code == 0
@@ -635,8 +513,9 @@ def test_independent_writer_builds_a_trusted_baseline(run_cli, tmp_path, trust_k
 def test_hostile_package_is_tampered_and_never_served(
     run_cli, tmp_path: Path, trust_key: Path, attack: str
 ) -> None:
+    from acxfs.content import ContentStore
     from acxfs.errors import UntrustedError
-    from acxfs.sources import azp
+    from acxfs.formats.azp.source import open_source
     from acxfs.trust import load_trust
 
     pkg = hostile_packages(tmp_path)[attack]
@@ -644,7 +523,7 @@ def test_hostile_package_is_tampered_and_never_served(
     assert result.code == 5 and result.verdict.startswith(TAMPERED), result.out
     assert "keyid:" not in result.out  # no fact is vouched for
     with pytest.raises(UntrustedError):
-        azp.open_source(str(pkg), load_trust((), [str(trust_key)]), "legacy")
+        open_source(str(pkg), load_trust((), [str(trust_key)]), ContentStore(), min_trust="legacy")
     refused = run_cli("ls", pkg, "--min-trust", "legacy", "--trust-key", trust_key)
     assert refused.code == 5 and refused.err.startswith(TAMPERED)
 
@@ -766,7 +645,7 @@ def test_unmet_compat_is_incompatible(run_cli, tmp_path: Path, trust_key: Path) 
     (">=0.1 || >=1", False), ("0.1.0-beta", False), (">=٠.١", False),
 ])
 def test_compat_grammar(compat: str, ok: bool) -> None:
-    from acxfs.sources.azp import compat_satisfied
+    from acxfs.formats.azp.manifest import compat_satisfied
 
     assert compat_satisfied(compat) is ok
 
@@ -838,13 +717,14 @@ def test_stored_entries_are_served_like_deflated_ones(run_cli, tmp_path, trust_k
 
 def test_signer_key_is_only_the_verified_signer(tmp_path: Path) -> None:
     from acxfs.errors import EnvironmentProblem
-    from acxfs.sources import azp
+    from acxfs.formats import check
+    from acxfs.formats.azp.signer import signer_key
     from acxfs.trust import TrustContext
 
-    report = azp.check_report(str(demo_azp(tmp_path / "demo.azp")), TrustContext())
-    assert azp.signer_key(report, keyid(TEST_KEY)).spki_der == spki(TEST_KEY)
+    report = check(str(demo_azp(tmp_path / "demo.azp")), TrustContext())
+    assert signer_key(report, keyid(TEST_KEY)).spki_der == spki(TEST_KEY)
     with pytest.raises(EnvironmentProblem):
-        azp.signer_key(report, keyid(OTHER_KEY))
+        signer_key(report, keyid(OTHER_KEY))
 
 
 # --------------------------------------------------------------------------- large entries
@@ -1117,8 +997,8 @@ def _archive_of(path: Path, count: int) -> bytearray:
 def test_an_archive_declaring_too_many_entries_is_refused_before_its_directory_is_parsed(
     tmp_path: Path,
 ) -> None:
+    from acxfs.formats import check
     from acxfs.limits import Limits
-    from acxfs.loader import check
     from acxfs.trust import TrustContext
 
     raw = _archive_of(tmp_path / "many.azp", 11)
@@ -1131,8 +1011,8 @@ def test_an_archive_declaring_too_many_entries_is_refused_before_its_directory_i
 
 
 def test_a_zip64_end_record_declaring_too_many_entries_is_refused(tmp_path: Path) -> None:
+    from acxfs.formats import check
     from acxfs.limits import Limits
-    from acxfs.loader import check
     from acxfs.trust import TrustContext
 
     raw = _archive_of(tmp_path / "small.azp", 2)

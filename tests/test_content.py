@@ -12,10 +12,12 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from acxfs.container import Entry
 from acxfs.content import ContentStore, MemoryBlob, SpilledBlob, verify_content
 from acxfs.errors import TamperError
 from acxfs.limits import Limits
-from acxfs.sources.base import Entry
+
+KEY = "the source"  # what a Source passes to the store as its key
 
 
 def _entry(data: bytes, stored: bytes, codec: str = "sqlar", size: int | None = None) -> Entry:
@@ -114,9 +116,9 @@ def test_store_verifies_once_and_counts() -> None:
         calls.append(entry.path)
         return _chunks(stored)
 
-    store = ContentStore(open_chunks)
+    store = ContentStore()
     entry = _entry(DATA, stored)
-    first, second = store.get(entry), store.get(entry)
+    first, second = store.get(KEY, entry, open_chunks), store.get(KEY, entry, open_chunks)
     assert first is second and isinstance(first, MemoryBlob)
     assert store.stats.blobs_inflated == 1 and store.stats.cache_hits == 1
     assert store.stats.bytes_verified == len(DATA)
@@ -125,9 +127,9 @@ def test_store_verifies_once_and_counts() -> None:
 def test_store_counts_tamper_events_and_serves_nothing() -> None:
     stored = zlib.compress(b"x" * len(DATA))
     seen: list[TamperError] = []
-    store = ContentStore(lambda e: _chunks(stored), on_tamper=seen.append)
+    store = ContentStore(on_tamper=lambda key, exc: seen.append(exc))
     with pytest.raises(TamperError):
-        store.get(_entry(DATA, stored))
+        store.get(KEY, _entry(DATA, stored), lambda e: _chunks(stored))
     assert store.stats.tamper_events == 1 and len(seen) == 1 and store.stats.blobs_inflated == 0
 
 
@@ -141,12 +143,13 @@ def test_failed_files_do_not_keep_their_inflated_bytes() -> None:
     # A file that fails stays failed for the life of a mount; what it inflated must not.
     data = bytes(4 << 20)
     stored = zlib.compress(data)  # small stored, 4 MiB inflated: the in-memory path
-    store = ContentStore(lambda entry: iter((stored,)))
+    store = ContentStore()
     tracemalloc.start()
     try:
         for i in range(12):
             with pytest.raises(TamperError):
-                store.get(_failing(f"rom/f{i}.bin", data, stored))
+                store.get(KEY, _failing(f"rom/f{i}.bin", data, stored),
+                          lambda entry: iter((stored,)))
         current, _ = tracemalloc.get_traced_memory()
     finally:
         tracemalloc.stop()
@@ -167,11 +170,11 @@ def test_failed_files_do_not_keep_their_blob_streams_open() -> None:
         finally:
             open_streams.discard(id(entry))
 
-    store = ContentStore(stream, Limits(memory_spill_bytes=1 << 20))
+    store = ContentStore(Limits(memory_spill_bytes=1 << 20))
     entries = [_failing(f"rom/big{i}.bin", data, stored) for i in range(5)]
     for entry in entries:
         with pytest.raises(TamperError):
-            store.get(entry)
+            store.get(KEY, entry, stream)
     import gc
 
     gc.collect()
@@ -189,16 +192,16 @@ def test_a_failing_tamper_report_never_strands_the_readers_waiting_on_it() -> No
         release.wait(5)  # every reader arrives while the one check is still running
         yield stored
 
-    def report(error: TamperError) -> None:
+    def report(key: object, error: TamperError) -> None:
         raise RuntimeError("the log is broken")
 
-    store = ContentStore(slow, on_tamper=report)
+    store = ContentStore(on_tamper=report)
     entry = _failing("rom/one.bin", data, stored)
     outcomes: list[str] = []
 
     def read() -> None:
         try:
-            store.get(entry)
+            store.get(KEY, entry, slow)
         except Exception as exc:  # every reader must get an answer
             outcomes.append(type(exc).__name__)
 
@@ -215,13 +218,13 @@ def test_a_failing_tamper_report_never_strands_the_readers_waiting_on_it() -> No
 def test_a_connection_that_cannot_open_is_no_tamper_event(make_cartridge, trusted_registry) -> None:
     # Out of descriptors for a moment: the read fails, the file is not marked tampered.
     from acxfs.errors import EnvironmentProblem
-    from acxfs.loader import open_source
+    from acxfs.formats import open_source
     from acxfs.trust import load_trust
 
-    source, _ = open_source(str(make_cartridge()), load_trust([str(trusted_registry)]))
+    store = ContentStore()
+    source, _ = open_source(str(make_cartridge()), load_trust([str(trusted_registry)]), store)
     try:
         entry = next(e for e in source.tree.files() if e.size)
-        store = ContentStore(source.raw_chunks)
         held: list[int] = []
         try:
             while True:
@@ -230,11 +233,11 @@ def test_a_connection_that_cannot_open_is_no_tamper_event(make_cartridge, truste
             pass
         try:
             with pytest.raises(EnvironmentProblem):
-                store.get(entry)
+                source.blob(entry)
         finally:
             for fd in held:
                 os.close(fd)
-        assert store.get(entry).size == entry.size  # and it reads once descriptors are free
+        assert source.blob(entry).size == entry.size  # and it reads once descriptors are free
         assert store.stats.tamper_events == 0
     finally:
         source.close()
@@ -255,18 +258,18 @@ def test_a_file_taking_the_whole_verification_budget_does_not_hold_up_small_read
             yield small_data
 
     limits = Limits(inflight_bytes=1 << 20, memory_spill_bytes=64 * 1024)
-    store = ContentStore(chunks, limits)
+    store = ContentStore(limits)
     big = Entry("rom/big.bin", False, size=len(big_data),
                 digest=hashlib.sha256(big_data).digest(), stored_size=len(big_data))
     small = Entry("rom/small.md", False, size=len(small_data),
                   digest=hashlib.sha256(small_data).digest(), stored_size=len(small_data))
-    reader = threading.Thread(target=store.get, args=(big,))
+    reader = threading.Thread(target=store.get, args=(KEY, big, chunks))
     reader.start()
     try:
         done = threading.Event()
 
         def read_small() -> None:
-            store.get(small)
+            store.get(KEY, small, chunks)
             done.set()
 
         threading.Thread(target=read_small, daemon=True).start()
@@ -274,7 +277,7 @@ def test_a_file_taking_the_whole_verification_budget_does_not_hold_up_small_read
     finally:
         release.set()
         reader.join(10)
-    assert store.get(big).read(0, 16) == big_data[:16]
+    assert store.get(KEY, big, chunks).read(0, 16) == big_data[:16]
 
 
 # --- the one-call inflate of small files agrees with the streaming one -------------------------

@@ -5,7 +5,7 @@ the verified bytes, never other bytes, and the daemon stays up and unmounts clea
 daemon killed with SIGKILL: `acxfs umount` clears the stale mount. SIGTERM during heavy reads:
 a clean unmount, no process left. A full spill directory (a 1 MiB tmpfs as the daemon's
 TMPDIR; needs root to mount it): EIO, no partial bytes. And a short bounded run of
-`scripts/stress.py` (1,000 files, 5 s).
+the load generator behind `python -m scripts.stress` (1,000 files, 5 s).
 """
 
 from __future__ import annotations
@@ -13,46 +13,34 @@ from __future__ import annotations
 import contextlib
 import errno
 import hashlib
-import importlib.util
 import os
 import random
 import signal
 import subprocess
-import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
-from types import ModuleType
 from typing import Any, cast
 
-import cartwriter as cw
-import mounting
 import pytest
 
-REPO = Path(__file__).resolve().parent.parent
+from tests.support import cartwriter as cw
+from tests.support import mounting
+from tests.support.hostile import load as stress
+
 PUBLISHER = "io.github.example"
 SPILL_BYTES = 8 * 1024 * 1024  # Limits.memory_spill_bytes: larger verified files are spilled
 
 pytestmark = pytest.mark.fuse
 
 
-def _load_script(name: str) -> ModuleType:
-    spec = importlib.util.spec_from_file_location(f"acxfs_{name}", REPO / "scripts" / f"{name}.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return module
-
-
-def _stress_cartridge(tmp_path: Path, seed: int, files: int) -> tuple[ModuleType, Path, Path]:
-    """scripts/stress.py, a cartridge it built (one large file) and its signer's public key."""
-    stress = _load_script("stress")
+def _stress_cartridge(tmp_path: Path, seed: int, files: int) -> tuple[Path, Path]:
+    """A cartridge the load generator built (one large file) and its signer's public key."""
     cart = tmp_path / "stress.acx"
     stress.build_cartridge(cart, seed=seed, files=files, big=1)
     key = tmp_path / "signer.pub.pem"
     key.write_text(stress.SIGNER.public_pem)
-    return stress, cart, key
+    return cart, key
 
 
 def _files(count: int = 12, seed: int = 5) -> dict[str, bytes]:
@@ -202,7 +190,7 @@ def test_sigkill_then_umount_clears_the_stale_mount(
 
 
 def test_sigterm_during_heavy_reads_unmounts_cleanly(tmp_path: Path) -> None:
-    stress, cart, key = _stress_cartridge(tmp_path, seed=3, files=400)
+    cart, key = _stress_cartridge(tmp_path, seed=3, files=400)
     mnt = tmp_path / "mnt"
     done = mounting.acxfs("mount", cart, mnt, "--trust-key", key)  # acxfs creates mnt
     assert done.returncode == 0, done.stderr
@@ -309,7 +297,7 @@ def test_full_spill_directory_cat_is_one_error_line(
 
 def test_stress_short_bounded_run(tmp_path: Path) -> None:
     """1,000 files, 8 reader threads in 4 processes, 5 s: zero errors, zero wrong bytes."""
-    stress, cart, key = _stress_cartridge(tmp_path, seed=1, files=1000)
+    cart, key = _stress_cartridge(tmp_path, seed=1, files=1000)
     summary = stress.stress(cart, key, tmp_path / "mnt", seed=1, files=1000, big=1,
                             seconds=5.0, processes=4, threads=2)
     assert summary["error_count"] == 0, summary["errors"]

@@ -1,8 +1,9 @@
 """Mutation fuzzing, bounded for CI: hostile variants of signed cartridges keep the invariant.
 
-The mutators, the invariant and the known-bug reproducers live in `scripts/fuzz.py` (the long
-run); here hypothesis drives the same mutators (a few hundred examples in all, shrinkable), and
-the attacks that matter most are spelled out as named tests. The invariant, for every mutant:
+The mutators, the invariant and the known-bug reproducers live in `tests.support.hostile` (the
+long run is `python -m scripts.fuzz`); here hypothesis drives the same mutators (a few hundred
+examples in all, shrinkable), and the attacks that matter most are spelled out as named tests.
+The invariant, for every mutant:
 `verify` and `verify --deep` end with a verdict line and an exit code in {0, 3, 4, 5, 6} (2 only
 for an unusable mutated registry), never a traceback or a hang; when `verify` accepts, `cat` of
 every file prints exactly the signed bytes or fails with exit 5 and prints nothing; `inspect`
@@ -16,7 +17,6 @@ hit now counts.
 from __future__ import annotations
 
 import contextlib
-import importlib.util
 import json
 import signal
 import sqlite3
@@ -26,27 +26,18 @@ import tempfile
 import zlib
 from collections.abc import Iterator, Sequence
 from pathlib import Path
-from types import FrameType, ModuleType
+from types import FrameType
 from typing import Any, TypeVar, cast
 
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from tests.support import hostile
+
 REPO = Path(__file__).resolve().parent.parent
 T = TypeVar("T")
 
-
-def _load_fuzz() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("acxfs_fuzz", REPO / "scripts" / "fuzz.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["acxfs_fuzz"] = module  # dataclasses look their module up while it loads
-    spec.loader.exec_module(module)
-    return module
-
-
-fuzz = _load_fuzz()
 
 EXAMPLES_PER_MUTATOR = 15  # x 18 mutators + 40 stacked: about 310 mutants in the suite
 EXAMPLE_TIMEOUT = 60  # seconds: a mutant that takes longer is a hang
@@ -75,7 +66,7 @@ def bases(tmp_path_factory: pytest.TempPathFactory) -> list[Any]:
     with pytest.MonkeyPatch.context() as patch:  # module scope: isolate the trust store here
         patch.setenv("ACXFS_TRUST_DIR", str(root / "trust"))
         patch.setenv("XDG_STATE_HOME", str(root / "state"))
-        return cast(list[Any], fuzz.build_bases(root / "bases"))
+        return cast(list[Any], hostile.build_bases(root / "bases"))
 
 
 @pytest.fixture(scope="module")
@@ -84,7 +75,7 @@ def live_bugs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     with pytest.MonkeyPatch.context() as patch:
         patch.setenv("ACXFS_TRUST_DIR", str(root / "trust"))
         patch.setenv("XDG_STATE_HOME", str(root / "state"))
-        return cast(dict[str, Any], fuzz.live_known_bugs(root))
+        return cast(dict[str, Any], hostile.regressed_bugs(root))
 
 
 @contextlib.contextmanager
@@ -106,11 +97,11 @@ def time_limit(seconds: int) -> Iterator[None]:
 def check(bases: list[Any], live_bugs: dict[str, Any], ch: Any, names: Sequence[str]) -> Any:
     with tempfile.TemporaryDirectory(prefix="mutant-") as scratch:
         base = ch.choice(bases)
-        mutant = fuzz.make_mutant(base, Path(scratch), ch, names)
+        mutant = hostile.make_mutant(base, Path(scratch), ch, names)
         with time_limit(EXAMPLE_TIMEOUT):
-            result = fuzz.check_mutant(mutant)
-    fuzz.classify(result, live_bugs)
-    unknown = fuzz.unknown_violations(result)
+            result = hostile.check_mutant(mutant)
+    hostile.classify(result, live_bugs)
+    unknown = hostile.unknown_violations(result)
     tb = next((v for v in result.violations if v.startswith("TRACEBACK ")), "")
     assert not unknown, f"{result.steps}: {unknown}\n{tb}"
     return result
@@ -123,7 +114,7 @@ FUZZ_SETTINGS = settings(
 )
 
 
-@pytest.mark.parametrize("mutator", fuzz.MUTATOR_NAMES)
+@pytest.mark.parametrize("mutator", hostile.MUTATOR_NAMES)
 @FUZZ_SETTINGS
 @given(data=st.data())
 def test_single_mutation_keeps_the_invariant(
@@ -138,7 +129,7 @@ def test_stacked_mutations_keep_the_invariant(
     bases: list[Any], live_bugs: dict[str, Any], data: st.DataObject
 ) -> None:
     ch = HypothesisChooser(data)
-    names = [ch.choice(fuzz.MUTATOR_NAMES) for _ in range(ch.integer(2, 3))]
+    names = [ch.choice(hostile.MUTATOR_NAMES) for _ in range(ch.integer(2, 3))]
     check(bases, live_bugs, ch, names)
 
 
@@ -175,7 +166,7 @@ def _writer_base(bases: list[Any], name: str = "writer-raw") -> Any:
 def _mutant(bases: list[Any], tmp_path: Path, edit: Any, base: str = "writer-raw") -> Any:
     """A trusted (--trust-key) copy of a writer base, edited by `edit(conn)`."""
     chosen = _writer_base(bases, base)
-    mutant = fuzz.make_mutant(chosen, tmp_path / "m", Fixed(0), [])
+    mutant = hostile.make_mutant(chosen, tmp_path / "m", Fixed(0), [])
     with contextlib.closing(sqlite3.connect(mutant.path)) as conn:
         edit(conn)
         conn.commit()
@@ -207,14 +198,14 @@ def edit_unsigned_mtime_and_mode(conn: sqlite3.Connection) -> None:
 
 
 def test_swapped_equal_size_blobs_are_never_served(bases: list[Any], tmp_path: Path) -> None:
-    result = fuzz.check_mutant(_mutant(bases, tmp_path, swap_equal_size_blobs))
+    result = hostile.check_mutant(_mutant(bases, tmp_path, swap_equal_size_blobs))
     assert not result.violations
     assert (result.shallow, result.deep) == (0, 5)  # sizes match the manifest; digests do not
     assert result.reads_failed == 2  # exactly the two swapped files fail, exit 5, no bytes
 
 
 def test_deflate_bomb_stops_at_the_signed_size(bases: list[Any], tmp_path: Path) -> None:
-    result = fuzz.check_mutant(_mutant(bases, tmp_path, deflate_bomb))
+    result = hostile.check_mutant(_mutant(bases, tmp_path, deflate_bomb))
     assert not result.violations
     assert (result.shallow, result.deep, result.reads_failed) == (0, 5, 1)
 
@@ -222,7 +213,7 @@ def test_deflate_bomb_stops_at_the_signed_size(bases: list[Any], tmp_path: Path)
 def test_content_edited_with_stale_oid_fails_that_file_only(
     bases: list[Any], tmp_path: Path
 ) -> None:
-    result = fuzz.check_mutant(_mutant(bases, tmp_path, edit_content_keep_oid, "writer-stored"))
+    result = hostile.check_mutant(_mutant(bases, tmp_path, edit_content_keep_oid, "writer-stored"))
     assert not result.violations
     assert (result.shallow, result.deep, result.reads_failed) == (0, 5, 1)
 
@@ -232,7 +223,7 @@ def test_rom_row_renamed_into_save_is_refused(bases: list[Any], tmp_path: Path) 
         conn.execute("UPDATE sqlar SET name='save/knowledge/NOTES.md' "
                      "WHERE name='rom/knowledge/NOTES.md'")
 
-    result = fuzz.check_mutant(_mutant(bases, tmp_path, rename))
+    result = hostile.check_mutant(_mutant(bases, tmp_path, rename))
     assert not result.violations
     assert result.shallow == result.deep == 5
     assert "rom/knowledge/NOTES.md is in the signed manifest but not in the ROM" in result.verdict
@@ -242,14 +233,14 @@ def test_save_row_renamed_into_rom_is_refused(bases: list[Any], tmp_path: Path) 
     def rename(conn: sqlite3.Connection) -> None:
         conn.execute("UPDATE sqlar SET name='rom/state.json' WHERE name='save/state.json'")
 
-    result = fuzz.check_mutant(_mutant(bases, tmp_path, rename))
+    result = hostile.check_mutant(_mutant(bases, tmp_path, rename))
     assert not result.violations
     assert result.shallow == 5 and "rom/state.json is not covered" in result.verdict
 
 
 def test_equivalent_reencoding_is_still_served(bases: list[Any], tmp_path: Path) -> None:
     """zlib, raw DEFLATE and stored rows of the same bytes are the same signed file."""
-    import cartwriter as cw
+    from tests.support import cartwriter as cw
 
     def recompress(conn: sqlite3.Connection) -> None:
         for name, sz, data, codec in [
@@ -259,13 +250,13 @@ def test_equivalent_reencoding_is_still_served(bases: list[Any], tmp_path: Path)
             conn.execute("UPDATE sqlar SET data=? WHERE name=?",
                          (cw.compress(cw.inflate(data, sz), codec), name))
 
-    result = fuzz.check_mutant(_mutant(bases, tmp_path, recompress))
+    result = hostile.check_mutant(_mutant(bases, tmp_path, recompress))
     assert not result.violations and not result.inconsistencies
     assert (result.shallow, result.deep, result.reads_failed) == (0, 0, 0)
 
 
 def test_unsigned_mtime_and_mode_never_change_the_bytes(bases: list[Any], tmp_path: Path) -> None:
-    result = fuzz.check_mutant(_mutant(bases, tmp_path, edit_unsigned_mtime_and_mode))
+    result = hostile.check_mutant(_mutant(bases, tmp_path, edit_unsigned_mtime_and_mode))
     assert not result.violations
     assert (result.shallow, result.deep, result.reads_failed) == (0, 0, 0)
 
@@ -280,17 +271,17 @@ def test_url_safe_unpadded_payload_still_verifies(bases: list[Any], tmp_path: Pa
         env["payload"] = base64.urlsafe_b64encode(body).decode().rstrip("=")
         conn.execute("UPDATE signatures SET envelope=?", (json.dumps(env),))
 
-    result = fuzz.check_mutant(_mutant(bases, tmp_path, reencode))
+    result = hostile.check_mutant(_mutant(bases, tmp_path, reencode))
     assert not result.violations and result.deep == 0
 
 
 def test_statement_edited_and_signed_by_attacker_claiming_the_signer_keyid(
     bases: list[Any], tmp_path: Path
 ) -> None:
-    mutant = fuzz.make_mutant(_writer_base(bases), tmp_path / "m", Fixed(0), [])
-    fuzz.MUTATORS["statement_json"](mutant, Fixed("publisher", "io.github.attacker",
+    mutant = hostile.make_mutant(_writer_base(bases), tmp_path / "m", Fixed(0), [])
+    hostile.MUTATORS["statement_json"](mutant, Fixed("publisher", "io.github.attacker",
                                                   "attacker-claims-signer"))
-    result = fuzz.check_mutant(mutant)
+    result = hostile.check_mutant(mutant)
     assert not result.violations
     assert result.shallow == 5 and "DSSE verification failed" in result.verdict
 
@@ -300,7 +291,7 @@ def test_cartridge_table_view_is_malformed(bases: list[Any], tmp_path: Path) -> 
         conn.executescript("ALTER TABLE sqlar RENAME TO sqlar_real;"
                            "CREATE VIEW sqlar AS SELECT * FROM sqlar_real;")
 
-    result = fuzz.check_mutant(_mutant(bases, tmp_path, view))
+    result = hostile.check_mutant(_mutant(bases, tmp_path, view))
     assert not result.violations and result.shallow == 6
 
 
@@ -308,31 +299,31 @@ def test_cartridge_table_view_is_malformed(bases: list[Any], tmp_path: Path) -> 
 
 
 def test_blob_read_error_is_a_verdict_not_a_traceback(tmp_path: Path) -> None:
-    assert not fuzz.repro_blob_read_error(tmp_path)
+    assert not hostile.repro_blob_read_error(tmp_path)
 
 
 def test_duplicated_cartridge_key_is_not_shown_as_signed(tmp_path: Path) -> None:
-    assert not fuzz.repro_duplicate_meta(tmp_path)
+    assert not hostile.repro_duplicate_meta(tmp_path)
 
 
 def test_registry_with_list_status_is_an_unusable_registry(tmp_path: Path) -> None:
-    assert not fuzz.repro_registry_unhashable(tmp_path)
+    assert not hostile.repro_registry_unhashable(tmp_path)
 
 
 def test_unverified_keyid_is_printed_safely(tmp_path: Path) -> None:
-    assert not fuzz.repro_untrusted_text_printed(tmp_path)
+    assert not hostile.repro_untrusted_text_printed(tmp_path)
 
 
 def test_unsafe_name_is_not_printed_raw(tmp_path: Path) -> None:
-    assert not fuzz.repro_unsafe_name_in_verdict(tmp_path)
+    assert not hostile.repro_unsafe_name_in_verdict(tmp_path)
 
 
 def test_schema_name_not_utf8_is_malformed_not_a_traceback(tmp_path: Path) -> None:
-    assert not fuzz.repro_schema_name_not_utf8(tmp_path)
+    assert not hostile.repro_schema_name_not_utf8(tmp_path)
 
 
 def test_spill_failure_is_an_error_line_not_a_traceback(tmp_path: Path) -> None:
-    assert not fuzz.repro_spill_oserror(tmp_path)
+    assert not hostile.repro_spill_oserror(tmp_path)
 
 
 # --- mounting accepted mutants ---------------------------------------------------------------
@@ -354,7 +345,7 @@ def test_accepted_mutant_mount_serves_signed_bytes_or_eio(
     edit, base_name, expected_eio = MOUNTED_ATTACKS[attack]
     mutant = _mutant(bases, tmp_path, edit, base_name)
     base = _writer_base(bases, base_name)
-    problems, reads = fuzz.check_mount(mutant.path, base, mutant.trust_args, tmp_path / "mnt")
+    problems, reads = hostile.check_mount(mutant.path, base, mutant.trust_args, tmp_path / "mnt")
     assert problems == []
     assert reads["EIO"] == expected_eio
     assert reads["signed bytes"] == len(base.rom) - expected_eio
@@ -366,10 +357,10 @@ def test_accepted_mutant_mount_serves_signed_bytes_or_eio(
 def test_fuzz_script_runs_and_summarises(tmp_path: Path) -> None:
     out = tmp_path / "summary.json"
     done = subprocess.run(
-        [sys.executable, str(REPO / "scripts" / "fuzz.py"), "--count", "24", "--seed", "3",
+        [sys.executable, "-m", "scripts.fuzz", "--count", "24", "--seed", "3",
          "--workers", "2", "--mount-sample", "0", "--no-real", "--tolerate-known",
          "--json", str(out), "--workdir", str(tmp_path)],
-        capture_output=True, text=True, timeout=300, check=False,
+        capture_output=True, text=True, timeout=300, check=False, cwd=REPO,
     )
     assert done.returncode == 0, done.stdout + done.stderr
     summary = json.loads(out.read_text())

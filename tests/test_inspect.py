@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import sqlite3
 
-from conftest import REAL
+from tests.support import REAL
 
 REGISTRY = REAL / "scenario-research-designer.registry.json"
 CART = REAL / "scenario-research-designer.acx"

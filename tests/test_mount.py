@@ -30,10 +30,12 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-import cartwriter as cw
 import pytest
-from conftest import DEMO_FILES, PUBLISHER, REAL
-from mounting import (
+
+from tests.support import REAL
+from tests.support import cartwriter as cw
+from tests.support.demo import DEMO_FILES, PUBLISHER
+from tests.support.mounting import (
     acxfs,
     acxfs_command,
     acxfs_mounts_under,

@@ -10,8 +10,9 @@ import sqlite3
 import subprocess
 from pathlib import Path
 
-import cartwriter as cw
 import pytest
+
+from tests.support import cartwriter as cw
 
 EXAMPLE = Path(__file__).resolve().parent.parent / "examples" / "hello-acx"
 PUB = "io.github.acxfs-tests"

@@ -6,13 +6,14 @@ import hashlib
 import sqlite3
 from pathlib import Path
 
-import cartwriter as cw
 import pytest
-from conftest import DEMO_FILES, REAL
 
 from acxfs.content import ContentStore
-from acxfs.loader import open_source
+from acxfs.formats import open_source
 from acxfs.trust import load_trust
+from tests.support import REAL
+from tests.support import cartwriter as cw
+from tests.support.demo import DEMO_FILES
 
 REAL_CASES = [
     ("rex-calder-1.0.0.acx", [], 4),
@@ -46,13 +47,12 @@ def test_deep_verify_agrees_with_shallow_on_real_cartridges(run_cli, name, extra
 
 @pytest.mark.parametrize(("name", "extra", "code"), REAL_CASES)
 def test_every_real_rom_file_reads_as_its_signed_oid(name, extra, code) -> None:
-    source, _ = open_source(str(REAL / name), load_trust(), "portable")
+    source, _ = open_source(str(REAL / name), load_trust(), ContentStore(), min_trust="portable")
     try:
-        store = ContentStore(source.raw_chunks)
         files = list(source.tree.files())
         assert len(files) in (8, 14)
         for entry in files:
-            blob = store.get(entry)
+            blob = source.blob(entry)
             data = blob.read(0, blob.size)
             assert len(data) == entry.size
             assert entry.digest is not None
@@ -202,11 +202,11 @@ def test_a_source_keeps_the_tree_but_not_the_checked_rows(make_cartridge, truste
     # objects row) would double its memory for nothing once the tree is built.
     import gc
 
-    from acxfs.sources.acx_file import CartridgeRows
+    from acxfs.formats.acx.rows import CartridgeRows
     from acxfs.trust import load_trust
 
     trust = load_trust(registries=[str(trusted_registry)])
-    source, verdict = open_source(str(make_cartridge()), trust)
+    source, verdict = open_source(str(make_cartridge()), trust, ContentStore())
     gc.unfreeze()  # the check froze what it built: bring it back into view
     gc.collect()
     assert verdict.status == "verified" and source.tree.lookup("rom/knowledge/NOTES.md")

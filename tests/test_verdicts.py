@@ -19,9 +19,11 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
-import cartwriter as cw
 import pytest
-from conftest import DEMO_FILES, PUBLISHER, REAL
+
+from tests.support import REAL
+from tests.support import cartwriter as cw
+from tests.support.demo import DEMO_FILES, PUBLISHER
 
 TRUSTED = f"verified / trusted - Signed by trusted publisher {PUBLISHER}."
 LEGACY = "warning / legacy - Unsigned cartridge (no DSSE envelope)."
@@ -998,7 +1000,7 @@ def test_directory_instead_of_cartridge_is_a_usage_error(run_cli, tmp_path) -> N
 
 
 def _verdict_under(path: Path, **bounds: int) -> str:
-    from acxfs.cartridge import check_cartridge
+    from acxfs.formats.acx.check import check_cartridge
     from acxfs.limits import Limits
     from acxfs.trust import TrustContext
 
@@ -1086,7 +1088,7 @@ def test_an_ill_formed_row_past_the_first_batch_is_malformed(make_cartridge) -> 
 
 
 def test_many_rows_make_one_tree_with_every_file_listed_once(make_cartridge) -> None:
-    from acxfs.cartridge import check_cartridge
+    from acxfs.formats.acx.check import check_cartridge
     from acxfs.trust import TrustContext
 
     cart = make_cartridge(files={**DEMO_FILES, **MANY})

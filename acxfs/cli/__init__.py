@@ -1,0 +1,88 @@
+"""The `acxfs` command: a skin over the library, one module per group of commands.
+
+Every command parses its arguments, calls the library and prints; it returns an exit code,
+and a library error becomes one line on stderr (see `acxfs.cli.common.run`).  `main(argv)`
+runs one command in-process; `main_entry` is the console script.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import errno
+import io
+import os
+import sys
+from collections.abc import Sequence
+
+from acxfs import __version__
+from acxfs.cli import (
+    common,
+    library_cmds,
+    mount_cmds,
+    pack_cmds,
+    read_cmds,
+    service_cmds,
+    trust_cmds,
+)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="acxfs",
+        description="Mount signed skill bundles (ACX cartridges, azphalt packages) read-only; "
+        "every byte is verified against the signed manifest before it is served.",
+        epilog="example:\n  acxfs mount research.acx ~/.claude/skills/expertise-designer",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("--version", action="version", version=f"acxfs {__version__}")
+    subs = parser.add_subparsers(dest="command", metavar="COMMAND")
+    subs.required = True
+    read_cmds.add_commands(subs)
+    pack_cmds.add_commands(subs)
+    trust_cmds.add_commands(subs)
+    mount_cmds.add_commands(subs)
+    library_cmds.add_commands(subs)
+    service_cmds.add_commands(subs)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as exc:
+        return int(exc.code or 0) if isinstance(exc.code, int) else common.EXIT_ENVIRONMENT
+    return common.run(args)
+
+
+class _ClosedOutput(io.RawIOBase):
+    """Stands in for a standard output the caller closed: writing to it fails like a write
+    to a closed descriptor, so the command reports it instead of crashing on None."""
+
+    def writable(self) -> bool:
+        return True
+
+    def write(self, data: object) -> int:
+        raise OSError(errno.EBADF, "standard output is closed")
+
+
+def main_entry() -> None:
+    if sys.stdout is None:
+        sys.stdout = io.TextIOWrapper(io.BufferedWriter(_ClosedOutput()), encoding="utf-8")
+    code = main()
+    # Exit without freeing a large verified tree object by object: the OS reclaims it at once.
+    for stream in (sys.stdout, sys.stderr):  # None when the descriptor was closed (>&-)
+        try:
+            if stream is not None:
+                stream.flush()
+        except BrokenPipeError:
+            pass
+        except (OSError, ValueError) as exc:
+            if stream is sys.stdout and code == 0 and sys.stderr is not None:
+                reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else exc
+                with contextlib.suppress(OSError, ValueError):
+                    print(f"acxfs: error: cannot write the output ({reason})", file=sys.stderr,
+                          flush=True)
+            code = code or common.EXIT_ENVIRONMENT
+    os._exit(code)

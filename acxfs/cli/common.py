@@ -1,0 +1,173 @@
+"""What every `acxfs` command shares: options, opening a container, messages and exit codes.
+
+Invariant: a command's failure reaches the user as one line on stderr (`acxfs: error: ...`,
+or the spec's verdict line and what to do next) and one exit code from `EXIT_*` or the
+verdict, never as a traceback; every line that carries text from a container or a path goes
+through `printable`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import errno
+import os
+import signal
+import sys
+from collections.abc import Callable, Iterator
+from typing import TypeAlias
+
+from acxfs import formats
+from acxfs.container import Source
+from acxfs.content import process_store
+from acxfs.errors import (
+    AcxfsError,
+    EnvironmentProblem,
+    InputError,
+    RefusedError,
+    TamperError,
+    UntrustedError,
+)
+from acxfs.text import printable
+from acxfs.trust import TrustContext, load_trust
+from acxfs.verdict import Verdict
+
+Handler = Callable[[argparse.Namespace], int]
+SubParsers: TypeAlias = "argparse._SubParsersAction[argparse.ArgumentParser]"
+
+EXIT_INPUT = 1  # the input is not a container acxfs accepts
+EXIT_ENVIRONMENT = 2  # usage, a missing file, no FUSE, the system refused
+EXIT_TAMPERED = 5  # the bytes differ from what was signed
+EXIT_INTERRUPTED = 130  # Ctrl-C, SIGTERM or SIGHUP
+
+
+def add_command(subs: SubParsers, name: str, summary: str, example: str,
+                handler: Handler) -> argparse.ArgumentParser:
+    """A subcommand with its one-line summary, an example in its help, and its handler."""
+    parser: argparse.ArgumentParser = subs.add_parser(
+        name, help=summary, description=summary,
+        epilog="example:\n  " + example, formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.set_defaults(handler=handler)
+    return parser
+
+
+def trust_options(parser: argparse.ArgumentParser) -> None:
+    group = parser.add_argument_group("trust")
+    group.add_argument("--registry", action="append", default=[], metavar="FILE",
+                       help="an acx.trust-registry/1 file to trust for this command (repeatable)")
+    group.add_argument("--trust-key", action="append", default=[], metavar="FILE",
+                       help="an Ed25519 public key (SPKI PEM, or SPKI DER in base64) to trust "
+                       "for this command")
+
+
+def policy_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--min-trust", choices=["verified", "portable", "legacy"],
+                        default="verified",
+                        help="lowest verdict to serve (default: verified, i.e. trusted or local)")
+
+
+def trust_of(args: argparse.Namespace) -> TrustContext:
+    """The trust store plus the registries and keys named by `trust_options`."""
+    return load_trust(args.registry, args.trust_key)
+
+
+def open_container(args: argparse.Namespace) -> Source:
+    """The source of `args.container` if it meets `args.min_trust`, reading through a new
+    process's content store; a verdict below verified is said on stderr."""
+    source, verdict = formats.open_source(args.container, trust_of(args), process_store(),
+                                          min_trust=args.min_trust)
+    if verdict.status != "verified":
+        say(f"acxfs: warning: {verdict.line}")
+    return source
+
+
+def say(message: str) -> None:
+    """One line for the user on stderr, made printable."""
+    print(printable(message), file=sys.stderr)
+
+
+def advice(verdict: Verdict, container: str, mounting: bool = True) -> list[str]:
+    """How to proceed after a refusal, for the user to read (`mounting`: said to `mount`;
+    otherwise to a command that reads the container without mounting it)."""
+    verb = "mount" if mounting else "read"
+    if verdict.trust == "portable" and not verdict.unverified:
+        lines = ["acxfs: refused: the signature is valid but its signer is not trusted here"]
+        if verdict.keyid:
+            lines.append(f"  keyid: {verdict.keyid}")
+        if verdict.publisher:
+            lines.append(f"  publisher: {verdict.publisher}")
+        lines.append(f"  to trust this signer: acxfs trust add {container}")
+        lines.append(f"  to {verb} it once without trusting it: add --min-trust portable")
+        return lines
+    if verdict.trust == "legacy" or verdict.unverified:
+        return ["acxfs: refused: no trusted signature; "
+                f"--min-trust legacy {verb}s it and still checks each file against its recorded "
+                "digest (this catches corruption, not tampering)"]
+    if verdict.is_integrity_failure:
+        return [f"acxfs: refused: this container will not be {'mounted' if mounting else 'read'}"]
+    return []
+
+
+def describe_os_error(exc: OSError) -> str:
+    """One line for an OSError: the path it concerns (if any) and the system's reason."""
+    reason = exc.strerror or str(exc)
+    if exc.filename is None:
+        return f"cannot write the output ({reason})" if exc.errno in (
+            errno.ENOSPC, errno.EBADF, errno.EDQUOT) else reason
+    return f"{os.fsdecode(exc.filename)}: {reason}"
+
+
+def run(args: argparse.Namespace) -> int:
+    """Run the parsed command; a failure becomes its line on stderr and its exit code."""
+    handler: Handler = args.handler
+    try:
+        return int(handler(args))
+    except UntrustedError as exc:
+        verdict = exc.verdict
+        print(verdict.line, file=sys.stderr)
+        for line in advice(verdict, getattr(args, "container", ""),
+                           getattr(args, "mounting", False)):
+            say(line)
+        return verdict.exit_code
+    except TamperError as exc:
+        say(f"acxfs: error: {exc} (tampered: the bytes differ from what was signed)")
+        return EXIT_TAMPERED
+    except EnvironmentProblem as exc:
+        say(f"acxfs: error: {exc}")
+        return EXIT_ENVIRONMENT
+    except RefusedError as exc:
+        say(f"acxfs: error: {exc}")
+        return exc.exit_code
+    except (InputError, AcxfsError) as exc:
+        say(f"acxfs: error: {exc}")
+        return EXIT_INPUT
+    except KeyboardInterrupt:
+        print("acxfs: interrupted", file=sys.stderr)
+        return EXIT_INTERRUPTED
+    except BrokenPipeError:
+        return 0
+    except OSError as exc:  # the system refused a file or the output: say which, no traceback
+        say(f"acxfs: error: {describe_os_error(exc)}")
+        return EXIT_ENVIRONMENT
+
+
+@contextlib.contextmanager
+def signals_stop_like_ctrl_c() -> Iterator[None]:
+    """SIGTERM and SIGHUP end a command that writes files the way Ctrl-C does, so its clean-up
+    runs (the default action would leave its temporary file or directory behind)."""
+
+    signals = [sig for sig in (signal.SIGTERM, signal.SIGHUP)
+               if signal.getsignal(sig) is not signal.SIG_IGN]  # nohup's choice stands
+
+    def stop(signum: int, frame: object) -> None:
+        for sig in signals:  # once: a second signal must not cut the clean-up short
+            signal.signal(sig, signal.SIG_IGN)
+        raise KeyboardInterrupt
+
+    previous = {sig: signal.signal(sig, stop) for sig in signals}
+    try:
+        yield
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)

@@ -1,0 +1,41 @@
+"""The ACX 0.1 Agent Cartridge (.acx, a SQLite database): its one row of the format table.
+
+Invariant: this package is the only code that reads a cartridge: `rows` reads structure,
+`check` decides the verdict, `deep` hashes every ROM file, `source` serves verified bytes,
+`describe` and `signer` answer inspect and trust add, `pack` writes cartridges.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+
+from acxfs.container import Format
+from acxfs.formats.acx import check as _check
+from acxfs.formats.acx.deep import deep_check
+from acxfs.formats.acx.describe import describe, render
+from acxfs.formats.acx.schema import SQLITE_MAGIC
+from acxfs.formats.acx.signer import signer_key
+from acxfs.formats.acx.source import open_source
+from acxfs.limits import DEFAULT_LIMITS, Limits
+from acxfs.trust import TrustContext
+
+
+def matches(head: bytes) -> bool:
+    return head.startswith(SQLITE_MAGIC[:15])
+
+
+def check_file(
+    path: str, trust: TrustContext, *, deep: bool = False, limits: Limits = DEFAULT_LIMITS,
+    now: dt.datetime | None = None,
+) -> _check.AcxReport:
+    """The cartridge's report; with `deep`, every ROM file inflated and hashed as well."""
+    result = _check.report_of(_check.check_cartridge(path, trust, limits, now))
+    if deep and result.cartridge is not None:
+        deep_check(result, limits)
+    return result
+
+
+FORMAT = Format(
+    name="acx", matches=matches, check=check_file, open=open_source, describe=describe,
+    render=render, signer_key=signer_key, identity=_check.identity, skills=_check.skills,
+)

@@ -1,0 +1,333 @@
+"""Hardened read-only access to a cartridge file: its first bytes, connections, a pool.
+
+Invariant: every connection acxfs opens on a cartridge is read-only and immutable, with
+`trusted_schema` off, cell size checks on and extension loading off, so nothing stored in
+the file can run code or be written; `read_head` reads only a regular file (never blocks
+on a FIFO) and turns every failure into one EnvironmentProblem line.
+
+A served cartridge is the file its check read, not whatever its path names later:
+`PinnedFile` opens the file once (one descriptor) and, while `pinned()` is active, the
+check's `read_head` and `connect_readonly` of that path read through that descriptor
+(`file:/proc/self/fd/N?mode=ro&immutable=1`).  SQLite resolves that link to the file's
+current name before it opens it (a file renamed over is then `NAME (deleted)`, which another
+user may create), so every connection is compared, by device and inode, with the pinned file
+right after it opened, and one that opened anything else is closed unused.  A `ConnectionPool`
+made from a pin keeps one connection on the checked file open for as long as it serves (its
+anchor): reads go on from the checked inode after a rename over it or a new file written at
+its path, and any further connection that cannot be opened on that inode waits for the
+anchor instead.  Whatever a serving connection runs is bounded: a statement longer than
+`STEP_SECONDS` is interrupted (a progress handler), a value is at most `SERVE_LENGTH` bytes
+and a schema statement at most `SERVE_SQL_LENGTH` (SQLite does not interrupt straight-line
+expressions, so their size is what bounds them); the failure is the read's, never a hang.
+
+Descriptors: each served cartridge keeps exactly one (its anchor; 200 bundles are 200
+descriptors, far under the default limit of 1024), and the connections opened beyond the
+anchors, for concurrent reads, are at most `MAX_OPEN` across the whole process: the least
+recently used idle one is closed to make room, and when all are busy a reader waits for its
+source's anchor.  A served cartridge thus holds one descriptor and one small connection
+(`ANCHOR_CACHE_KIB` of page cache) however much is read from it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import contextvars
+import math
+import os
+import sqlite3
+import stat
+import threading
+import time
+import urllib.parse
+from collections import OrderedDict
+from collections.abc import Iterator
+
+from acxfs.errors import EnvironmentProblem
+from acxfs.inputs import open_input
+
+MAX_OPEN = 64  # connections beyond the anchors, open at once in the whole process
+STEP_SECONDS = 5.0  # one serving statement, at most
+SERVE_LENGTH = 1024 * 1024  # largest value a serving statement may build (rows read: 64 KiB)
+SERVE_SQL_LENGTH = 256 * 1024  # longest schema statement a serving connection parses
+ANCHOR_CACHE_KIB = 64
+_PROGRESS_STEPS = 1000
+
+
+class PinnedFile:
+    """One open descriptor on a cartridge, and the (device, inode) of the file it reads."""
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+        try:
+            with open_input(path) as handle:
+                self.fd = os.dup(handle.fileno())
+        except FileNotFoundError as exc:
+            raise EnvironmentProblem(f"{path}: no such file") from exc
+        except IsADirectoryError as exc:
+            raise EnvironmentProblem(f"{path}: is a directory") from exc
+        except OSError as exc:
+            raise EnvironmentProblem(f"{path}: cannot read ({exc.strerror})") from exc
+        os.set_inheritable(self.fd, False)
+        st = os.fstat(self.fd)
+        self.identity = (st.st_dev, st.st_ino)
+
+    @property
+    def uri(self) -> str:
+        return f"file:/proc/self/fd/{self.fd}?mode=ro&immutable=1"
+
+    def close(self) -> None:
+        if self.fd >= 0:
+            os.close(self.fd)
+            self.fd = -1
+
+
+_PINNED: contextvars.ContextVar[PinnedFile | None] = contextvars.ContextVar(
+    "acxfs_pinned", default=None)
+
+
+@contextlib.contextmanager
+def pinned(pin: PinnedFile) -> Iterator[PinnedFile]:
+    """While active, `read_head` and `connect_readonly` of `pin.path` read the pinned file."""
+    token = _PINNED.set(pin)
+    try:
+        yield pin
+    finally:
+        _PINNED.reset(token)
+
+
+def _pin_for(path: str) -> PinnedFile | None:
+    pin = _PINNED.get()
+    return pin if pin is not None and pin.fd >= 0 and pin.path == path else None
+
+
+def _harden(conn: sqlite3.Connection) -> None:
+    conn.execute("PRAGMA trusted_schema=OFF")
+    conn.execute("PRAGMA cell_size_check=ON")
+    conn.execute("PRAGMA query_only=ON")
+    if hasattr(conn, "enable_load_extension"):
+        conn.enable_load_extension(False)
+
+
+def _same_file(conn: sqlite3.Connection, identity: tuple[int, int]) -> None:
+    """Refuse a connection whose file is not the one of `identity`."""
+    opened = conn.execute("PRAGMA database_list").fetchone()[2]
+    try:
+        st = os.stat(opened)
+    except OSError as exc:
+        raise sqlite3.OperationalError("the file changed since it was checked") from exc
+    if (st.st_dev, st.st_ino) != identity or not stat.S_ISREG(st.st_mode):
+        raise sqlite3.OperationalError("the file changed since it was checked")
+
+
+def _connect(uri: str, identity: tuple[int, int] | None, *, serving: bool) -> sqlite3.Connection:
+    conn = sqlite3.connect(uri, uri=True, check_same_thread=False, isolation_level=None)
+    try:
+        if serving:
+            conn.setlimit(sqlite3.SQLITE_LIMIT_LENGTH, SERVE_LENGTH)
+            conn.setlimit(sqlite3.SQLITE_LIMIT_SQL_LENGTH, SERVE_SQL_LENGTH)
+        if identity is not None:
+            _same_file(conn, identity)
+        _harden(conn)
+    except BaseException:
+        conn.close()
+        raise
+    return conn
+
+
+def connect_readonly(path: str) -> sqlite3.Connection:
+    """A hardened read-only connection: nothing in the file can run code or be written.
+    Inside `pinned()` for `path`, on the pinned file (sqlite3.Error if it cannot be)."""
+    pin = _pin_for(path)
+    if pin is not None:
+        return _connect(pin.uri, pin.identity, serving=False)
+    uri = "file:" + urllib.parse.quote(os.path.abspath(path)) + "?mode=ro&immutable=1"
+    return _connect(uri, None, serving=False)
+
+
+def read_head(path: str, size: int) -> bytes:
+    """The first `size` bytes of a container; EnvironmentProblem if it cannot be read at all."""
+    pin = _pin_for(path)
+    try:
+        if pin is not None:
+            return os.pread(pin.fd, size, 0)
+        with open_input(path) as handle:
+            return handle.read(size)
+    except FileNotFoundError as exc:
+        raise EnvironmentProblem(f"{path}: no such file") from exc
+    except IsADirectoryError as exc:
+        raise EnvironmentProblem(f"{path}: is a directory") from exc
+    except OSError as exc:
+        raise EnvironmentProblem(f"{path}: cannot read ({exc.strerror})") from exc
+
+
+class _Bounded:
+    """A serving connection whose statements stop at a deadline (set when it is taken)."""
+
+    def __init__(self, conn: sqlite3.Connection) -> None:
+        self.conn = conn
+        self.deadline = math.inf
+        conn.set_progress_handler(self._over, _PROGRESS_STEPS)
+
+    def _over(self) -> int:
+        return 1 if time.monotonic() > self.deadline else 0
+
+
+class _Budget:
+    """The process-wide count of connections open beyond the anchors, and the idle ones
+    (least recently used first), so that one can be closed to make room."""
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self.open = 0
+        self.idle: OrderedDict[int, tuple[ConnectionPool, _Bounded]] = OrderedDict()
+        self.cond = threading.Condition()
+
+
+_BUDGET = _Budget(MAX_OPEN)
+
+
+class ConnectionPool:
+    """Read-only connections on one cartridge, handed to whichever thread needs one.
+
+    libfuse's worker threads are short-lived native threads, so per-thread storage would open
+    a connection per request; connections are taken and given back instead.  Made from a
+    `PinnedFile` (`ConnectionPool.serving`), the pool owns an anchor on the checked file and
+    only ever reads that file; made from a path (the deep check), its connections are on
+    whatever file the first one opened, each later one compared with it."""
+
+    def __init__(self, path: str) -> None:
+        self._path = path
+        self._uri = "file:" + urllib.parse.quote(os.path.abspath(path)) + "?mode=ro&immutable=1"
+        self._identity: tuple[int, int] | None = None
+        self._anchor: _Bounded | None = None
+        self._anchor_lock = threading.Lock()
+        self._idle: list[_Bounded] = []
+        self._busy: dict[int, _Bounded] = {}
+        self._anchor_only = False
+        self._closed = False
+
+    @classmethod
+    def serving(cls, pin: PinnedFile) -> ConnectionPool:
+        """A pool on the pinned file; the pin's descriptor is no longer needed afterwards."""
+        pool = cls(pin.path)
+        pool._identity = pin.identity
+        try:
+            conn = _connect(pin.uri, pin.identity, serving=True)
+        except sqlite3.Error as exc:
+            raise EnvironmentProblem(f"cannot open {pin.path} ({exc})") from exc
+        conn.execute(f"PRAGMA cache_size=-{ANCHOR_CACHE_KIB}")
+        pool._anchor = _Bounded(conn)
+        return pool
+
+    def take(self) -> sqlite3.Connection:
+        """A connection on the checked file; hand it back with `give` (in a `finally`)."""
+        bounded = self._take()
+        bounded.deadline = time.monotonic() + STEP_SECONDS
+        return bounded.conn
+
+    def _take(self) -> _Bounded:
+        anchor = self._anchor
+        if anchor is not None and self._anchor_lock.acquire(blocking=False):
+            return anchor
+        budget = _BUDGET
+        victim: _Bounded | None = None
+        slot = False
+        with budget.cond:
+            while True:
+                if self._closed:
+                    raise EnvironmentProblem(f"{self._path} is no longer served")
+                if self._idle:
+                    bounded = self._idle.pop()
+                    budget.idle.pop(id(bounded), None)
+                    self._busy[id(bounded.conn)] = bounded
+                    return bounded
+                if anchor is not None and self._anchor_only:
+                    break
+                if budget.open >= budget.limit and budget.idle:
+                    _, (owner, victim) = budget.idle.popitem(last=False)
+                    owner._idle.remove(victim)
+                    budget.open -= 1
+                if budget.open < budget.limit:
+                    budget.open += 1
+                    slot = True
+                    break
+                if anchor is not None:
+                    break
+                budget.cond.wait()
+        if victim is not None:
+            victim.conn.close()
+        if slot:
+            try:
+                bounded = self._open()
+            except (sqlite3.Error, EnvironmentProblem):
+                with budget.cond:
+                    budget.open -= 1
+                    budget.cond.notify()
+                if anchor is None:
+                    raise
+                self._anchor_only = True  # its path names another file now: the anchor serves
+            else:
+                with budget.cond:
+                    self._busy[id(bounded.conn)] = bounded
+                return bounded
+        assert anchor is not None
+        self._anchor_lock.acquire()
+        return anchor
+
+    def _open(self) -> _Bounded:
+        try:
+            conn = _connect(self._uri, self._identity, serving=True)
+        except sqlite3.Error as exc:  # e.g. out of descriptors: retried, never tampering
+            raise EnvironmentProblem(f"cannot open {self._path} ({exc})") from exc
+        if self._identity is None:  # the first connection of a pool made from a path
+            try:
+                st = os.stat(conn.execute("PRAGMA database_list").fetchone()[2])
+            except (OSError, sqlite3.Error) as exc:
+                conn.close()
+                raise EnvironmentProblem(f"cannot open {self._path} ({exc})") from exc
+            self._identity = (st.st_dev, st.st_ino)
+        return _Bounded(conn)
+
+    def give(self, conn: sqlite3.Connection) -> None:
+        anchor = self._anchor
+        if anchor is not None and conn is anchor.conn:
+            anchor.deadline = math.inf
+            self._anchor_lock.release()
+            return
+        budget = _BUDGET
+        with budget.cond:
+            bounded = self._busy.pop(id(conn), None)
+            keep = not self._closed and bounded is not None
+            if keep and bounded is not None:
+                bounded.deadline = math.inf
+                self._idle.append(bounded)
+                budget.idle[id(bounded)] = (self, bounded)
+            else:
+                budget.open -= 1
+            budget.cond.notify()
+        if not keep:
+            conn.close()
+
+    @contextlib.contextmanager
+    def connection(self) -> Iterator[sqlite3.Connection]:
+        conn = self.take()
+        try:
+            yield conn
+        finally:
+            self.give(conn)
+
+    def close(self) -> None:
+        budget = _BUDGET
+        with budget.cond:
+            self._closed = True
+            idle, self._idle = self._idle, []
+            for bounded in idle:
+                budget.idle.pop(id(bounded), None)
+            budget.open -= len(idle)
+            budget.cond.notify_all()
+        for bounded in idle:
+            bounded.conn.close()
+        anchor, self._anchor = self._anchor, None
+        if anchor is not None:
+            with self._anchor_lock:  # a read in progress on it finishes first
+                anchor.conn.close()

@@ -1,0 +1,372 @@
+"""The writer: key pairs, and signed ACX 0.1 cartridges made from Agent Skill directories.
+
+`pack` refuses anything acxfs's reader would refuse (non-portable names, invalid skills,
+identical files the ACX 0.1 object table cannot hold twice) before writing a byte, writes into
+a temporary file beside the output and renames it into place only once it is complete.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import hashlib
+import json
+import os
+import sqlite3
+import stat
+import tempfile
+import uuid as uuidlib
+import zlib
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal
+
+from acxfs.container import SEGMENT_RE
+from acxfs.dsse import IN_TOTO_PAYLOAD_TYPE, sign_envelope
+from acxfs.errors import AcxfsError, EnvironmentProblem, KeyFormatError, PackError, SkillError
+from acxfs.formats.acx.check import manifest_hash
+from acxfs.formats.acx.rows import ObjectRow, check_path
+from acxfs.formats.acx.schema import APPLICATION_ID, SQLITE_MAGIC, USER_VERSION, create_schema
+from acxfs.inputs import open_input
+from acxfs.jcs import canonical_bytes
+from acxfs.keys import PrivateKey, private_key_from_pem
+from acxfs.made_dirs import current_umask, make_dirs, remove_made, staged_text
+from acxfs.skills import IndexRow, index_row, is_resource
+from acxfs.trust import LOCAL_PRIVATE, LOCAL_PUBLIC, trust_dir, valid_publisher
+
+Deflate = Literal["zlib", "raw", "none"]
+EMBEDDING_ENGINE = '{"id":"none","dim":0}'
+
+
+
+# --- keys --------------------------------------------------------------------------------
+
+
+def public_path_for(private_path: Path) -> Path:
+    name = private_path.name
+    stem = name[:-4] if name.endswith(".pem") else name
+    return private_path.with_name(stem + ".pub.pem")
+
+
+def keygen(path: Path | None = None, force: bool = False) -> tuple[Path, Path, PrivateKey]:
+    """Write a new Ed25519 key pair (private PKCS#8 PEM 0600, public SPKI PEM), all or nothing.
+
+    Both files are written beside their targets and renamed into place, so a link planted at
+    either name is replaced, never written through, and a failure leaves the old pair (if
+    any) as it was."""
+    if path is None:
+        private_path, public_path = trust_dir() / LOCAL_PRIVATE, trust_dir() / LOCAL_PUBLIC
+    else:
+        private_path, public_path = path, public_path_for(path)
+    if not force:
+        for existing in (private_path, public_path):
+            if os.path.lexists(existing):  # a link, even a dangling one, is something to lose
+                raise EnvironmentProblem(f"{existing} exists; pass --force to replace it")
+    for target in (private_path, public_path):
+        if target.is_dir():
+            raise EnvironmentProblem(f"{target}: is a directory")
+    private_path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+    key = PrivateKey.generate()
+    written: list[tuple[str, Path]] = []  # staged, not yet renamed into place
+    try:
+        for target, text, mode in ((public_path, key.public.pem, 0o644 & ~current_umask()),
+                                   (private_path, key.pem, 0o600)):
+            written.append((staged_text(target, text, mode), target))
+        while written:  # the public key first: a pair is replaced whole or not at all,
+            tmp_name, target = written[0]  # unless the second rename fails
+            try:
+                os.replace(tmp_name, target)
+            except OSError as exc:
+                raise EnvironmentProblem(f"cannot write {target} ({exc.strerror})") from exc
+            written.pop(0)
+    finally:
+        for tmp_name, _ in written:
+            Path(tmp_name).unlink(missing_ok=True)
+    return private_path, public_path, key
+
+
+def load_signing_key(path: Path | None) -> PrivateKey:
+    """The key from `path`, or the default key pair's private key."""
+    key_path = path if path is not None else trust_dir() / LOCAL_PRIVATE
+    try:
+        with open_input(key_path) as handle:
+            text = handle.read(64 * 1024).decode("ascii")
+    except FileNotFoundError as exc:
+        if path is None:
+            raise EnvironmentProblem(
+                "no signing key: run 'acxfs keygen' or pass --key KEY.pem"
+            ) from exc
+        raise EnvironmentProblem(f"{key_path}: no such key file") from exc
+    except OSError as exc:
+        raise EnvironmentProblem(f"cannot read key file {key_path} ({exc.strerror})") from exc
+    except UnicodeDecodeError as exc:
+        raise EnvironmentProblem(f"key file {key_path} is not a PEM text file") from exc
+    try:
+        return private_key_from_pem(text)
+    except KeyFormatError as exc:
+        raise EnvironmentProblem(f"{key_path}: {exc}") from exc
+
+
+# --- collecting files ---------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class SourceFile:
+    name: str  # sqlar path, rom/...
+    data: bytes
+    executable: bool
+
+
+def collect_skill(skill_dir: Path) -> list[SourceFile]:
+    """Every regular file of one skill directory, as rom/skills/<dir>/... rows."""
+    if not skill_dir.is_dir():
+        raise EnvironmentProblem(f"{skill_dir}: not a directory")
+    dirname = skill_dir.resolve().name
+    if not (skill_dir / "SKILL.md").is_file():
+        raise PackError(f"{skill_dir}: no SKILL.md")
+    files: list[SourceFile] = []
+
+    def unreadable(exc: OSError) -> None:  # a directory left out would be signed as absent
+        raise EnvironmentProblem(f"cannot list {exc.filename} ({exc.strerror}); nothing packed")
+
+    for root, dirnames, filenames in os.walk(skill_dir, onerror=unreadable):
+        dirnames.sort()
+        linked_dirs = [d for d in dirnames if os.path.islink(os.path.join(root, d))]
+        for name in sorted(filenames) + linked_dirs:
+            full = Path(root) / name
+            rel = full.relative_to(skill_dir).as_posix()
+            sqlar_name = f"rom/skills/{dirname}/{rel}"
+            info = full.lstat()
+            if not stat.S_ISREG(info.st_mode):
+                raise PackError(f"{full}: not a regular file (links and devices cannot be packed)")
+            for segment in sqlar_name.split("/"):
+                if not SEGMENT_RE.fullmatch(segment):
+                    raise PackError(f"{full}: name {segment!r} is not portable "
+                                    "(letters, digits, '.', '_', '-'; no leading dot)")
+            try:  # the bounds every reader applies (depth, length): never write what they refuse
+                check_path(sqlar_name)
+            except AcxfsError as exc:
+                raise PackError(f"{full}: {exc}") from exc
+            files.append(SourceFile(sqlar_name, full.read_bytes(), bool(info.st_mode & 0o111)))
+    return files
+
+
+def _compress(data: bytes, how: Deflate) -> bytes:
+    if how == "none" or not data:
+        return data
+    if how == "zlib":
+        packed = zlib.compress(data, 6)
+    else:
+        packer = zlib.compressobj(6, zlib.DEFLATED, -15)
+        packed = packer.compress(data) + packer.flush()
+    return packed if len(packed) < len(data) else data
+
+
+def _iso(moment: dt.datetime) -> str:
+    return moment.strftime("%Y-%m-%dT%H:%M:%S.") + f"{moment.microsecond // 1000:03d}Z"
+
+
+def _now() -> dt.datetime:
+    epoch = os.environ.get("SOURCE_DATE_EPOCH")
+    if epoch:
+        try:
+            return dt.datetime.fromtimestamp(int(epoch), dt.UTC)
+        except ValueError as exc:
+            raise EnvironmentProblem("SOURCE_DATE_EPOCH is not an integer") from exc
+    return dt.datetime.now(dt.UTC)
+
+
+def _oid(data: bytes) -> str:
+    return "sha256:" + hashlib.sha256(data).hexdigest()
+
+
+# --- the cartridge ------------------------------------------------------------------------
+
+
+def check_output(output: Path, skill_dirs: Sequence[Path]) -> None:
+    """Refuse an output that would land in a skill being packed or replace a file that is not
+    a cartridge (a signing key, a note, anything else the user did not mean to lose)."""
+    target = Path(os.path.realpath(output))  # never raises on a symlink loop
+    for skill_dir in skill_dirs:
+        if target.is_relative_to(skill_dir.resolve()):
+            raise PackError(f"{output} is inside the skill directory {skill_dir}; write the "
+                            "cartridge elsewhere")
+    if not target.exists() or target.is_dir():
+        return  # a directory is refused where the output is written
+    try:
+        with open_input(target) as handle:
+            head = handle.read(100)
+    except OSError as exc:
+        raise EnvironmentProblem(f"{output}: {exc.strerror}; refusing to replace it") from exc
+    # A cartridge: the SQLite header with the ACX application_id (big-endian at offset 68).
+    if not head.startswith(SQLITE_MAGIC) or head[68:72] != APPLICATION_ID.to_bytes(4, "big"):
+        raise EnvironmentProblem(f"{output} exists and is not a cartridge; refusing to replace it")
+
+
+def pack(
+    skill_dirs: Sequence[Path],
+    output: Path,
+    publisher: str,
+    key: PrivateKey,
+    artifact_id: str | None = None,
+    version: str = "1.0.0",
+    deflate: Deflate = "zlib",
+    sqlar_dirs: bool = False,
+    cartridge_uuid: str | None = None,
+) -> str:
+    """Write a signed cartridge holding `skill_dirs`; returns its ROM manifest hash."""
+    if not valid_publisher(publisher):
+        raise PackError(f"publisher {publisher!r} is not a reverse-DNS name like io.github.owner")
+    if not skill_dirs:
+        raise PackError("no skill directory given")
+    check_output(output, skill_dirs)
+    files: list[SourceFile] = []
+    for skill_dir in skill_dirs:
+        files.extend(collect_skill(skill_dir))
+    names = [f.name for f in files]
+    if len(set(names)) != len(names):
+        raise PackError("two skill directories have the same name")
+    by_oid: dict[str, str] = {}
+    for f in files:
+        other = by_oid.setdefault(_oid(f.data), f.name)
+        if other != f.name:
+            raise PackError(
+                f"{other} and {f.name} have identical bytes; ACX 0.1 keys objects by content "
+                "hash, so both cannot be signed (make one of them differ)"
+            )
+    skills = sorted({f.name.split("/")[2] for f in files})
+    index = []
+    for skill in skills:
+        base = f"rom/skills/{skill}"
+        body = next(f.data for f in files if f.name == f"{base}/SKILL.md")
+        resources = {
+            f.name.removeprefix(base + "/"): f.data for f in files if is_resource(base, f.name)
+        }
+        try:
+            index.append(index_row(f"{base}/SKILL.md", body, resources))
+        except SkillError as exc:
+            raise PackError(f"{base}/SKILL.md: {exc}") from exc
+    artifact = artifact_id or skills[0]
+    if not SEGMENT_RE.fullmatch(artifact):
+        raise PackError(f"id {artifact!r} is not a portable name")
+    moment = _now()
+    signed_at = _iso(moment)
+    cart_uuid = cartridge_uuid or str(uuidlib.uuid4())
+    cartridge_id = f"{publisher}/{artifact}@{cart_uuid}"
+    meta = {
+        "acx.spec_version": "0.1",
+        "acx.cartridge_id": cartridge_id,
+        "acx.artifact_id": artifact,
+        "acx.artifact_version": version,
+        "acx.agent_name": artifact,
+        "acx.publisher_id": publisher,
+        "acx.authors": json.dumps([{"name": publisher}], separators=(",", ":")),
+        "acx.created_at": signed_at,
+        "acx.description": "; ".join(row.description for row in index)[:1024],
+        "acx.embedding_engine": EMBEDDING_ENGINE,
+        "acx.tags": json.dumps(skills, separators=(",", ":")),
+        "acx.vec0_format": "1",
+    }
+    objects = [ObjectRow(_oid(f.data), "sqlar", f.name, "raw", "rom", len(f.data)) for f in files]
+    for meta_key, value in meta.items():
+        covered = canonical_bytes({"key": meta_key, "value": value})
+        objects.append(ObjectRow(_oid(covered), "cartridge", f"cartridge:{meta_key}",
+                                 "jcs-rfc8785", "rom", len(value.encode("utf-8"))))
+    for obj in objects[len(files):]:  # nor may a file repeat a cartridge fact's signed bytes
+        if obj.oid in by_oid:
+            raise PackError(f"{by_oid[obj.oid]} has the same bytes as the signed form of "
+                            f"{obj.source_ref}; ACX 0.1 keys objects by content hash (make the "
+                            "file differ)")
+    rom_hash = manifest_hash(objects)
+    checksum_lines = "\n".join(sorted(f"{o.oid}  {o.source_ref}" for o in objects))
+    statement = {
+        "_type": "https://in-toto.io/Statement/v1",
+        "subject": [{"name": cartridge_id, "digest": {"sha256": rom_hash.removeprefix("sha256:")}}],
+        "predicateType": "https://acx.dev/attestation/cartridge/v1",
+        "predicate": {
+            "acxSchemaVersion": "0.1",
+            "publisherId": publisher,
+            "romDigest": rom_hash,
+            "manifestHash": rom_hash,
+            "checksumHash": "sha256:" + hashlib.sha256(checksum_lines.encode()).hexdigest(),
+            "fileCount": len(objects),
+            "embeddingEngine": json.loads(EMBEDDING_ENGINE),
+            "signedAt": signed_at,
+            "provenanceInstanceId": "acxfs",
+        },
+    }
+    envelope = sign_envelope(IN_TOTO_PAYLOAD_TYPE, canonical_bytes(statement), key)
+    meta["acx.rom_manifest_hash"] = rom_hash  # the one key no object can bind (spec section 2)
+    _write(output, files, objects, meta, index, envelope, rom_hash, key, signed_at,
+           int(moment.timestamp()), deflate, sqlar_dirs)
+    return rom_hash
+
+
+def _write(
+    output: Path, files: list[SourceFile], objects: list[ObjectRow], meta: dict[str, str],
+    index: list[IndexRow], envelope: str, rom_hash: str, key: PrivateKey, signed_at: str,
+    mtime: int, deflate: Deflate, sqlar_dirs: bool,
+) -> None:
+    output = Path(os.path.realpath(output))
+    if output.is_dir():
+        raise EnvironmentProblem(f"{output}: is a directory")
+    made: list[str] = []
+    try:
+        made = make_dirs(output.parent)
+        fd, tmp_name = tempfile.mkstemp(prefix=".acxfs-pack-", suffix=".acx", dir=output.parent)
+    except OSError as exc:
+        remove_made(made)
+        raise EnvironmentProblem(f"cannot write {output} ({exc.strerror})") from exc
+    os.close(fd)
+    try:
+        conn = sqlite3.connect(tmp_name, isolation_level=None)
+        try:
+            conn.execute("PRAGMA journal_mode=OFF")
+            conn.execute("PRAGMA synchronous=OFF")
+            conn.execute(f"PRAGMA application_id={APPLICATION_ID}")
+            conn.execute(f"PRAGMA user_version={USER_VERSION}")
+            conn.execute("BEGIN")
+            create_schema(conn)
+            if sqlar_dirs:
+                dirs = sorted({f.name.rsplit("/", i)[0] for f in files
+                               for i in range(1, f.name.count("/") + 1)})
+                conn.executemany(
+                    "INSERT INTO sqlar VALUES (?, ?, ?, 0, NULL)",
+                    [(d, stat.S_IFDIR | 0o755, mtime) for d in dirs],
+                )
+            type_bits = stat.S_IFREG if sqlar_dirs else 0
+            conn.executemany(
+                "INSERT INTO sqlar VALUES (?, ?, ?, ?, ?)",
+                (
+                    (f.name, type_bits | (0o755 if f.executable else 0o644),
+                     mtime if sqlar_dirs else 0, len(f.data), _compress(f.data, deflate))
+                    for f in files
+                ),
+            )
+            conn.executemany(
+                "INSERT INTO objects VALUES (?, ?, ?, ?, ?, ?)",
+                [(o.oid, o.kind, o.source_ref, o.canon, o.zone, o.sz) for o in objects],
+            )
+            conn.executemany("INSERT INTO cartridge VALUES (?, ?)", sorted(meta.items()))
+            conn.executemany(
+                "INSERT INTO acx_skill VALUES (?,?,?,?,?,?,?,?,?,?,?)",
+                [(r.sqlar_path, r.name, r.description, r.license, r.compatibility,
+                  r.skill_version, r.body_tokens, r.content_sha256, r.resources, r.ext,
+                  r.schema_version) for r in index],
+            )
+            conn.execute(
+                "INSERT INTO signatures VALUES (?, 'rom-manifest', ?, ?, ?, ?, 'ed25519', ?)",
+                ("sig-rom-" + rom_hash[7:19], rom_hash, envelope, key.public.keyid,
+                 key.public.pem, signed_at),
+            )
+            conn.execute("COMMIT")
+        finally:
+            conn.close()
+        os.chmod(tmp_name, 0o644 & ~current_umask())
+        os.replace(tmp_name, output)
+    except BaseException as exc:
+        Path(tmp_name).unlink(missing_ok=True)
+        remove_made(made)
+        if isinstance(exc, sqlite3.OperationalError):  # e.g. the disk is full
+            raise EnvironmentProblem(f"cannot write {output} ({exc})") from exc
+        raise

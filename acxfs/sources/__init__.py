@@ -1,1 +1,0 @@
-"""Containers behind one seam: each source turns a file into a verified Tree and serves content."""

@@ -1,0 +1,293 @@
+"""The package's shape: no import circle in acxfs/, no import hidden inside a function."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+PACKAGE = Path(__file__).resolve().parent.parent / "acxfs"
+
+# Imported where used: `fuse` (fusepy) loads libfuse2 as it is imported and raises without
+# it, `mfusepy` picks its libfuse when first imported; commands that never mount must run
+# without either.
+LOCAL_IMPORTS_ALLOWED = {"fuse", "mfusepy"}
+
+
+def _modules() -> dict[str, Path]:
+    found: dict[str, Path] = {}
+    for path in sorted(PACKAGE.rglob("*.py")):
+        parts = list(path.relative_to(PACKAGE.parent).with_suffix("").parts)
+        if parts[-1] == "__init__":
+            parts.pop()
+        found[".".join(parts)] = path
+    return found
+
+
+MODULES = _modules()
+Packages = dict[str, bool]  # module name -> whether it is a package
+
+
+def _targets(module: str, node: ast.Import | ast.ImportFrom, modules: Packages) -> list[str]:
+    """The acxfs modules an import statement in `module` names."""
+    if isinstance(node, ast.Import):
+        names = [alias.name for alias in node.names]
+    else:
+        base = node.module or ""
+        if node.level:
+            package = module if modules[module] else module.rpartition(".")[0]
+            for _ in range(node.level - 1):
+                package = package.rpartition(".")[0]
+            base = f"{package}.{base}" if base else package
+        names = [f"{base}.{alias.name}" if f"{base}.{alias.name}" in modules else base
+                 for alias in node.names]
+    found = []
+    for name in names:
+        if name.split(".")[0] != "acxfs":
+            continue
+        while name not in modules:  # an attribute of a module: that module
+            name = name.rpartition(".")[0]
+        found.append(name)
+    return found
+
+
+def _graph(sources: dict[str, str], modules: Packages) -> dict[str, set[str]]:
+    """Module -> the acxfs modules importing it runs: every import statement, at any depth
+    (functions and TYPE_CHECKING blocks too), plus the parent packages an import of a
+    submodule initialises (except the importer's own, which are initialised already)."""
+    graph: dict[str, set[str]] = {}
+    for module, text in sources.items():
+        edges: set[str] = set()
+        own = module.split(".")
+        ancestors = {".".join(own[:i]) for i in range(1, len(own) + modules[module])}
+        for node in ast.walk(ast.parse(text)):
+            if not isinstance(node, ast.Import | ast.ImportFrom):
+                continue
+            for target in _targets(module, node, modules):
+                edges.add(target)
+                parts = target.split(".")
+                edges.update(p for p in (".".join(parts[:i]) for i in range(1, len(parts)))
+                             if p not in ancestors)
+        edges.discard(module)
+        graph[module] = edges
+    return graph
+
+
+def _package_graph() -> dict[str, set[str]]:
+    sources = {name: path.read_text(encoding="utf-8") for name, path in MODULES.items()}
+    return _graph(sources, {name: path.name == "__init__.py" for name, path in MODULES.items()})
+
+
+def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The strongly connected components with more than one module (Tarjan)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    found: list[list[str]] = []
+
+    def visit(node: str) -> None:
+        index[node] = low[node] = len(index)
+        stack.append(node)
+        on_stack.add(node)
+        for succ in sorted(graph.get(node, ())):
+            if succ not in index:
+                visit(succ)
+                low[node] = min(low[node], low[succ])
+            elif succ in on_stack:
+                low[node] = min(low[node], index[succ])
+        if low[node] == index[node]:
+            component = []
+            while True:
+                item = stack.pop()
+                on_stack.discard(item)
+                component.append(item)
+                if item == node:
+                    break
+            if len(component) > 1:
+                found.append(sorted(component))
+
+    for node in sorted(graph):
+        if node not in index:
+            visit(node)
+    return found
+
+
+def test_acxfs_has_no_import_circle() -> None:
+    assert _cycles(_package_graph()) == []
+
+
+FAKE = {"acxfs": True, "acxfs.fmt": True, "acxfs.fmt.one": False, "acxfs.base": False,
+        "acxfs.cli": False}
+
+
+def test_a_circle_through_a_function_local_import_is_found() -> None:
+    graph = _graph({
+        "acxfs": "", "acxfs.fmt": "", "acxfs.fmt.one": "",
+        "acxfs.base": "def f():\n    from acxfs import cli\n",
+        "acxfs.cli": "from acxfs.base import f\n",
+    }, FAKE)
+    assert _cycles(graph) == [["acxfs.base", "acxfs.cli"]]
+
+
+def test_a_circle_through_a_type_checking_import_is_found() -> None:
+    graph = _graph({
+        "acxfs": "", "acxfs.fmt": "", "acxfs.fmt.one": "from acxfs.base import X\n",
+        "acxfs.base": "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n"
+                      "    from .fmt.one import Y\n",
+        "acxfs.cli": "",
+    }, FAKE)
+    assert _cycles(graph) == [["acxfs.base", "acxfs.fmt.one"]]
+
+
+def test_a_circle_through_a_parent_package_is_found_but_not_a_sibling_import() -> None:
+    sources = {
+        "acxfs": "", "acxfs.fmt": "from acxfs.fmt import one\n",
+        "acxfs.fmt.one": "from acxfs.fmt.one import x\n", "acxfs.cli": "",
+        "acxfs.base": "",
+    }
+    assert _cycles(_graph(sources, FAKE)) == []
+    sources["acxfs.base"] = "from acxfs.fmt.one import x\n"  # runs acxfs/fmt/__init__ first
+    sources["acxfs.fmt"] = "from acxfs.fmt import one\nfrom acxfs import base\n"
+    assert _cycles(_graph(sources, FAKE)) == [["acxfs.base", "acxfs.fmt"]]
+
+
+def _local_imports() -> list[str]:
+    """`module:line name` of every import inside a function of acxfs/ not allowed there."""
+    found = []
+    for module, path in MODULES.items():
+        tree = ast.parse(path.read_text(encoding="utf-8"), str(path))
+        for func in ast.walk(tree):
+            if not isinstance(func, ast.FunctionDef | ast.AsyncFunctionDef):
+                continue
+            for node in ast.walk(func):
+                if isinstance(node, ast.Import):
+                    names = [alias.name for alias in node.names]
+                elif isinstance(node, ast.ImportFrom):
+                    names = ["." * node.level + (node.module or "")]
+                else:
+                    continue
+                found += [f"{module}:{node.lineno} {name}" for name in names
+                          if name.split(".")[0] not in LOCAL_IMPORTS_ALLOWED]
+    return sorted(set(found))
+
+
+def test_no_import_inside_a_function_but_optional_libraries() -> None:
+    assert _local_imports() == []
+
+
+# --------------------------------------------------------------------------------------------
+# Which modules know about formats and stored bytes, and how long a module may be.  (Above:
+# import circles and local imports; below: format names, stored bytes, module length.)
+
+FORMAT_NAMES = frozenset({"acx", "azp"})
+FORMATS_DIR = PACKAGE / "formats"
+
+
+def _inside_formats(path: Path) -> bool:
+    """acxfs/formats/__init__.py and every module of a format package acxfs/formats/<fmt>/."""
+    return path == FORMATS_DIR / "__init__.py" or path.parent.parent == FORMATS_DIR
+
+
+def _constants(node: ast.AST) -> list[object]:
+    """The constant values an operand of a comparison names, also inside a tuple/list/set."""
+    if isinstance(node, ast.Constant):
+        return [node.value]
+    if isinstance(node, ast.Tuple | ast.List | ast.Set):
+        return [value for item in node.elts for value in _constants(item)]
+    return []
+
+
+def _format_compares(text: str, filename: str = "<test>") -> list[int]:
+    """Lines where something is compared (==, !=, in, is, match/case) with a format name."""
+    lines = []
+    for node in ast.walk(ast.parse(text, filename)):
+        if isinstance(node, ast.Compare):
+            operands = [node.left, *node.comparators]
+            if any(value in FORMAT_NAMES for op in operands for value in _constants(op)):
+                lines.append(node.lineno)
+        elif isinstance(node, ast.MatchValue) and isinstance(node.value, ast.Constant) \
+                and node.value.value in FORMAT_NAMES:
+            lines.append(node.lineno)
+    return sorted(lines)
+
+
+def test_only_the_format_table_compares_a_format_name() -> None:
+    found = [f"{module}:{line}" for module, path in MODULES.items() if not _inside_formats(path)
+             for line in _format_compares(path.read_text(encoding="utf-8"), str(path))]
+    assert found == []
+
+
+def test_a_format_compare_is_found_whatever_the_variable_is_called() -> None:
+    text = ('def f(kind, fmt):\n    if kind == "azp":\n        return 1\n'
+            '    if fmt in ("x", "acx"):\n        return 2\n'
+            '    match fmt:\n        case "acx":\n            return 3\n'
+            '    return "acx" != fmt.name\n')
+    assert _format_compares(text) == [2, 4, 7, 9]
+    assert _format_compares('label = "acx"\nprint(label.upper())\n') == []
+
+
+# Only content.py and the formats reach a container's stored bytes: they alone may import the
+# libraries that read them (SQLite, zip, zlib) or name a function that yields or verifies them.
+STORED_BYTES_MODULES = frozenset({"sqlite3", "zipfile", "zlib"})
+STORED_BYTES_NAMES = frozenset({
+    "verify_content", "stored_chunks", "small_rows", "package_chunks", "read_small",
+    "connect_readonly", "ConnectionPool", "read_members", "_chunks", "_inflate_into",
+    "_inflate_with", "_inflate_whole", "_read_small", "_verify_small",
+})
+
+
+def _reaches_stored_bytes(text: str, filename: str = "<test>") -> list[str]:
+    found = []
+    for node in ast.walk(ast.parse(text, filename)):
+        names: list[str] = []
+        if isinstance(node, ast.Import):
+            names = [alias.name.split(".")[0] for alias in node.names]
+            names = [n for n in names if n in STORED_BYTES_MODULES]
+        elif isinstance(node, ast.ImportFrom):
+            if (node.module or "").split(".")[0] in STORED_BYTES_MODULES:
+                names = [node.module or ""]
+            names += [a.name for a in node.names if a.name in STORED_BYTES_NAMES]
+        elif isinstance(node, ast.Name) and node.id in STORED_BYTES_NAMES:
+            names = [node.id]
+        elif isinstance(node, ast.Attribute) and node.attr in STORED_BYTES_NAMES:
+            names = [node.attr]
+        found += [f"{getattr(node, 'lineno', 0)} {name}" for name in names]
+    return found
+
+
+def test_only_content_and_the_formats_reach_stored_bytes() -> None:
+    found = [f"{module}:{hit}" for module, path in MODULES.items()
+             if not (_inside_formats(path) or path == PACKAGE / "content.py")
+             for hit in _reaches_stored_bytes(path.read_text(encoding="utf-8"), str(path))]
+    assert found == []
+
+
+def test_a_reach_for_stored_bytes_is_found() -> None:
+    text = ("import zlib\nfrom sqlite3 import connect\nfrom acxfs.content import verify_content\n"
+            "from acxfs.formats.acx import source\n"
+            "def f(s, e):\n    return source.stored_chunks(s, e, 1), s._chunks(e)\n")
+    assert _reaches_stored_bytes(text) == [
+        "1 zlib", "2 sqlite3", "3 verify_content", "6 stored_chunks", "6 _chunks"]
+    assert _reaches_stored_bytes("def f(source, e):\n    return source.read(e, 0, 9)\n") == []
+
+
+def test_a_source_offers_verified_bytes_only() -> None:
+    from acxfs.container import Source
+    from acxfs.formats.acx.source import CartridgeSource
+    from acxfs.formats.azp.source import AzpSource
+
+    verified = {"blob", "read", "close"}
+    protocol = {n for n, v in vars(Source).items() if callable(v) and not n.startswith("_")}
+    assert protocol == verified
+    for cls in (CartridgeSource, AzpSource):
+        public = {n for n, v in vars(cls).items() if callable(v) and not n.startswith("_")}
+        assert public == verified, cls
+
+
+MAX_MODULE_LINES = 550
+
+
+def test_no_module_is_over_550_lines() -> None:
+    long = {module: n for module, path in MODULES.items()
+            if (n := len(path.read_text(encoding="utf-8").splitlines())) > MAX_MODULE_LINES}
+    assert long == {}
