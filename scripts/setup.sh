@@ -20,3 +20,31 @@ PYTHON="${PYTHON:-python3}"
 if command -v pyenv >/dev/null 2>&1; then pyenv rehash >/dev/null 2>&1 || true; fi
 "$PYTHON" -c "import acxfs, fuse, nacl, yaml" >/dev/null
 command -v acxfs >/dev/null || { echo "setup: acxfs is not on PATH" >&2; exit 1; }
+# The real agents the tests run headless against loopback mocks (tests/support/agents.py): the
+# npm packages pinned by tests/agents/package.json and its lock file, installed with `npm ci`
+# under $ACXFS_AGENTS_DIR (default: ~/.cache/acxfs-agents of the user in the password
+# database); skipped when that lock is already installed there. Needs Node.js >= 18.
+AGENTS_DIR="${ACXFS_AGENTS_DIR:-$(getent passwd "$(id -un)" | cut -d: -f6)/.cache/acxfs-agents}"
+if ! command -v node >/dev/null 2>&1 || ! command -v npm >/dev/null 2>&1; then
+  node_pkgs=()
+  command -v node >/dev/null 2>&1 || node_pkgs+=(nodejs)
+  command -v npm >/dev/null 2>&1 || node_pkgs+=(npm)
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${node_pkgs[@]}" >/dev/null
+fi
+node -e 'process.exit(Number(process.versions.node.split(".")[0]) >= 18 ? 0 : 1)' \
+  || { echo "setup: Node.js $(node --version) is too old for the test agents (>= 18)" >&2; exit 1; }
+if ! cmp -s tests/agents/package-lock.json "$AGENTS_DIR/.installed-lock.json" \
+   || [ ! -x "$AGENTS_DIR/node_modules/.bin/claude" ] || [ ! -x "$AGENTS_DIR/node_modules/.bin/codex" ]; then
+  rm -rf "$AGENTS_DIR/node_modules" "$AGENTS_DIR/.installed-lock.json"
+  mkdir -p "$AGENTS_DIR"
+  cp tests/agents/package.json tests/agents/package-lock.json "$AGENTS_DIR/"
+  if ! (cd "$AGENTS_DIR" && npm ci --no-audit --no-fund --loglevel=error >npm-ci.log 2>&1); then
+    cat "$AGENTS_DIR/npm-ci.log" >&2
+    echo "setup: npm ci of the test agents failed in $AGENTS_DIR" >&2
+    exit 1
+  fi
+  "$AGENTS_DIR/node_modules/.bin/claude" --version >/dev/null
+  "$AGENTS_DIR/node_modules/.bin/codex" --version >/dev/null
+  cp tests/agents/package-lock.json "$AGENTS_DIR/.installed-lock.json"
+fi

@@ -1,0 +1,125 @@
+"""The symlinks acxfs puts in agents' skill directories, and nothing else there.
+
+Invariant: acxfs creates a link only where nothing exists, re-points or removes only a link
+whose target is the one it recorded, and never follows, replaces or writes into anything it
+did not make.  A refusal is returned as one line naming the path; the caller decides whether
+that stops the command (before a change) or is reported (while finishing one).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import os
+import stat
+from collections.abc import Iterator
+from pathlib import Path
+
+from acxfs import safe_fs, safe_links
+from acxfs.errors import EnvironmentProblem, UnsafePathError
+from acxfs.library.state import Link
+
+
+def private_dir(path: Path) -> None:
+    """Make `path` (and missing parents) a directory only its owner can enter."""
+    with safe_fs.make_dirs(path, 0o700) as made:
+        info = os.fstat(made.fd)
+        if info.st_uid != os.geteuid():
+            raise EnvironmentProblem(f"{path} belongs to another user; acxfs keeps its library "
+                                     "only in a directory of its own")
+        if stat.S_IMODE(info.st_mode) & 0o077:
+            os.chmod(f"/proc/self/fd/{made.fd}", 0o700)
+
+
+@contextlib.contextmanager
+def _directory(path: Path, create: bool) -> Iterator[int]:
+    """The agent directory `path`, opened without following links (but a dotfiles link)."""
+    if create:
+        with safe_fs.make_dirs(path, 0o755, allow_user_symlink=True) as made:
+            yield made.fd
+        return
+    fd = safe_fs.open_dir(path, allow_user_symlink=True)
+    try:
+        yield fd
+    finally:
+        os.close(fd)
+
+
+def _current(fd: int, name: str) -> str | None:
+    """The target of the link `name`, '' when something else is there, None when nothing is."""
+    try:
+        info = os.stat(name, dir_fd=fd, follow_symlinks=False)
+    except FileNotFoundError:
+        return None
+    if not stat.S_ISLNK(info.st_mode):
+        return ""
+    return os.readlink(name, dir_fd=fd)
+
+
+def conflict(link: Link) -> str | None:
+    """Why `link` cannot be made (something not acxfs's is there), or None."""
+    try:
+        with _directory(Path(link.directory), create=False) as fd:
+            found = _current(fd, link.name)
+    except FileNotFoundError:
+        return None
+    if found is None or found == link.target:
+        return None
+    return f"{link.path} already exists and acxfs did not make it"
+
+
+def make(link: Link) -> str | None:
+    with _directory(Path(link.directory), create=True) as fd:
+        try:
+            safe_links.symlink_new_at(fd, link.name, link.target)
+        except FileExistsError:
+            if _current(fd, link.name) != link.target:
+                return f"{link.path} already exists and acxfs did not make it; left alone"
+    return None
+
+
+def repoint(old: Link, new: Link) -> str | None:
+    """Re-point `old` to `new.target` in one rename: a reader sees one tree or the other."""
+    try:
+        with _directory(Path(old.directory), create=False) as fd:
+            found = _current(fd, old.name)
+            if found == new.target:
+                return None
+            if found != old.target:
+                return f"{old.path} was changed by hand; left alone"
+            safe_links.replace_symlink_at(fd, old.name, new.target, expect_old=old.target)
+    except FileNotFoundError:
+        return f"{old.path} is gone (its directory was removed); left alone"
+    except UnsafePathError:
+        return f"{old.path} was changed by hand; left alone"
+    return None
+
+
+def remove(link: Link) -> str | None:
+    try:
+        with _directory(Path(link.directory), create=False) as fd:
+            found = _current(fd, link.name)
+            if found is None:
+                return None
+            if found != link.target:
+                return f"{link.path} was changed by hand; left alone"
+            safe_links.remove_symlink_at(fd, link.name, expect_target=link.target)
+    except FileNotFoundError:
+        return None
+    except UnsafePathError:
+        return f"{link.path} was changed by hand; left alone"
+    return None
+
+
+def state_of(link: Link) -> str:
+    """'ok', 'missing' or 'changed': what is at the link's path now."""
+    try:
+        with _directory(Path(link.directory), create=False) as fd:
+            found = _current(fd, link.name)
+    except OSError as exc:
+        if exc.errno in (errno.ENOENT, errno.ENOTDIR):
+            return "missing"
+        raise
+    if found is None:
+        return "missing"
+    return "ok" if found == link.target else "changed"

@@ -1,0 +1,301 @@
+"""Library commands as operations: add, remove, list, up, down.
+
+Invariant: every operation that changes the library runs under its lock, first finishes any
+change an earlier command left unfinished, checks everything it will need (bundles, trust,
+names, link places) before its first change, and then changes links and state only through
+one `journal.Intent`.  Links are made only after the daemon answered with the path it serves.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from acxfs.errors import EnvironmentProblem, RefusedError, UntrustedError
+from acxfs.library import agents, journal, links, server, versions
+from acxfs.library.control import DaemonDown, request
+from acxfs.library.layout import LibraryPaths, library_paths
+from acxfs.library.plan import Plan as _Plan
+from acxfs.library.state import LibraryState, Link, Revision, load_state
+from acxfs.library.store import Checked, import_bundle
+from acxfs.text import printable
+from acxfs.trust import TrustContext, load_trust, trust_dir
+
+Say = Callable[[str], None]
+
+
+@dataclass
+class Library:
+    """The library of one user, and where to tell them what happened."""
+
+    paths: LibraryPaths = field(default_factory=library_paths)
+    home: Path = field(default_factory=lambda: Path(os.path.expanduser("~")))
+    say: Say = print
+    note: Say = print
+
+    # --- reading ---------------------------------------------------------------------------
+
+    def state(self) -> LibraryState:
+        state = load_state(self.paths.state)
+        if state is None:
+            state = LibraryState(trust_dir=str(trust_dir()))
+        return state
+
+    def trust(self, state: LibraryState) -> TrustContext:
+        """The trust store the library was made with (said when the caller's differs)."""
+        recorded = Path(state.trust_dir)
+        if Path(trust_dir()) != recorded:
+            self.note(printable(f"acxfs: note: the library uses the trust store {recorded}, "
+                                f"the one it was made with (not {trust_dir()})"))
+        return load_trust(store=recorded)
+
+    def daemon_status(self) -> dict[str, object] | None:
+        try:
+            return request(self.paths.socket, {"op": "status"}, timeout=10)
+        except DaemonDown:
+            return None
+
+    def _sync(self) -> None:
+        with contextlib.suppress(DaemonDown):
+            request(self.paths.socket, {"op": "sync"})
+
+    def recover(self) -> None:
+        outcome = journal.recover(self.paths, self._sync)
+        if outcome is not None:
+            self.note("acxfs: note: finished a library change an earlier command left unfinished")
+            for line in outcome.skipped:
+                self.note(printable(f"acxfs: note: {line}"))
+
+    # --- add, update, revert -------------------------------------------------------------
+
+    def add(self, files: list[str], agent_names: list[str] | None,
+            allow_downgrade: bool = False, update_only: bool = False) -> int:
+        """Install each bundle, or update the installed revision of its identity."""
+        with journal.locked(self.paths):
+            self.recover()
+            state = self.state()
+            trust = self.trust(state)
+            directories = agents.directories(agent_names, self.home) if agent_names else None
+            checked: list[Checked] = []
+            try:
+                for file in files:
+                    checked.append(self._check_new(file, state, trust, checked, update_only,
+                                                   allow_downgrade))
+                plan = _Plan.of(state)
+                for c in checked:
+                    plan.install(c.revision, directories or agents.directories(None, self.home),
+                                 self.paths.mnt, allow_downgrade)
+                for link in plan.make:
+                    problem = links.conflict(link)
+                    if problem:
+                        raise RefusedError(f"{problem}; acxfs never replaces what it did not make")
+                journal.fault_point("add:checked")
+                self._serve([c.revision for c in checked], state)
+            except BaseException:
+                for c in checked:
+                    if c.new_file:
+                        os.unlink(self.paths.store / c.revision.file)
+                raise
+            outcome = journal.carry_out(self.paths, plan.intent("add"),
+                                        self._sync)
+        self._tell(outcome)
+        for c in checked:
+            rev = c.revision
+            item = plan.after.installed[rev.identity]
+            for skill in sorted(rev.skills):
+                where = ", ".join(str(Path(d) / skill) for d in item.directories)
+                self.say(printable(f"{skill}: {rev.identity} {rev.version} -> {where}"))
+            if item.previous is not None:
+                self.say(printable(f"{rev.identity}: {item.previous.version} -> {rev.version} "
+                                   f"(acxfs revert {rev.identity} goes back)"))
+        return 0
+
+    def revert(self, names: list[str]) -> int:
+        """Serve each identity's previous revision again (its floor stays where it is)."""
+        with journal.locked(self.paths):
+            self.recover()
+            state = self.state()
+            plan = _Plan.of(state)
+            for name in names:
+                identity = self.resolve(state, name)
+                plan.revert(identity, self.paths.mnt)
+            for link in plan.make:
+                problem = links.conflict(link)
+                if problem:
+                    raise RefusedError(f"{problem}; acxfs never replaces what it did not make")
+            self._serve([plan.after.installed[self.resolve(state, n)].current for n in names],
+                        state)
+            outcome = journal.carry_out(self.paths, plan.intent("revert"),
+                                        self._sync)
+        self._tell(outcome)
+        for name in names:
+            item = plan.after.installed[self.resolve(state, name)]
+            self.say(printable(f"{item.current.identity}: back to {item.current.version}"))
+        return 0
+
+    def _tell(self, outcome: journal.Outcome) -> None:
+        for line in outcome.skipped:
+            self.note(printable(f"acxfs: note: {line}"))
+
+    def _check_new(self, file: str, state: LibraryState, trust: TrustContext,
+                   earlier: list[Checked], update_only: bool, allow_downgrade: bool) -> Checked:
+        try:
+            result = import_bundle(file, self.paths, trust)
+        except UntrustedError as exc:
+            raise RefusedError(
+                f"{file}: {exc.verdict.line}; the library serves only verified bundles: pin its "
+                "signer with 'acxfs trust add FILE --publisher ID' or install its registry",
+                exit_code=exc.verdict.exit_code) from exc
+        rev = result.revision
+        try:
+            if any(c.revision.identity == rev.identity for c in earlier):
+                raise RefusedError(f"{file}: {rev.identity} is named twice in this command")
+            installed = state.installed.get(rev.identity)
+            if installed is None and update_only:
+                raise RefusedError(f"{file}: {rev.identity} is not installed (acxfs add it)")
+            if installed is not None and installed.current.digest == rev.digest:
+                raise RefusedError(f"{file}: {rev.identity} {rev.version} is installed already")
+            versions.check_floor(rev, installed, state.floors.get(rev.identity),
+                                 allow_downgrade)
+            for skill in rev.skills:
+                owner = state.owner_of_skill(skill) or next(
+                    (c.revision.identity for c in earlier if skill in c.revision.skills), None)
+                if owner is not None and owner != rev.identity:
+                    raise RefusedError(f"{file}: skill {skill!r} is already offered by {owner}; "
+                                       "two bundles cannot serve one skill name")
+        except RefusedError:
+            if result.new_file:
+                os.unlink(self.paths.store / rev.file)
+            raise
+        return result
+
+    def _serve(self, revisions: list[Revision], state: LibraryState) -> None:
+        """Have the daemon (started when needed) check and serve each revision."""
+        if not server.running(self.paths):
+            server.start(self.paths, state, foreground=False, say=lambda message: None)
+        for rev in revisions:
+            answer = request(self.paths.socket, {"op": "load", "file": rev.file})
+            if not answer.get("ok"):
+                raise RefusedError(f"the library daemon refused {rev.identity} {rev.version}: "
+                                   f"{answer.get('error')}")
+            if answer.get("path") != str(self.paths.mnt / rev.prefix):
+                raise EnvironmentProblem(f"the library daemon serves {rev.identity} at "
+                                         f"{answer.get('path')}, not where it was expected")
+
+    # --- remove --------------------------------------------------------------------------
+
+    def resolve(self, state: LibraryState, name: str) -> str:
+        """The identity `name` names: an identity, or a skill of exactly one bundle."""
+        if name in state.installed:
+            return name
+        owners = [i for i, item in state.installed.items() if name in item.current.skills]
+        if len(owners) == 1:
+            return owners[0]
+        if owners:
+            raise RefusedError(f"{name!r} names a skill of several bundles: "
+                               f"{', '.join(sorted(owners))}; name the bundle")
+        raise RefusedError(f"nothing installed is called {name!r} (see: acxfs list)")
+
+    def remove(self, names: list[str], forget: bool = False) -> int:
+        with journal.locked(self.paths):
+            self.recover()
+            state = self.state()
+            identities = [self.resolve(state, name) for name in names]
+            after = LibraryState(state.trust_dir, dict(state.installed), dict(state.floors))
+            gone: list[Link] = []
+            files: list[str] = []
+            for identity in dict.fromkeys(identities):
+                item = after.installed.pop(identity)
+                gone.extend(item.links)
+                files.extend(r.file for r in item.revisions())
+                if forget:
+                    after.floors.pop(identity, None)
+            keep = after.store_files()
+            intent = journal.Intent("remove", remove=gone, state=after.to_json(),
+                                    delete_files=[f for f in files if f not in keep])
+            outcome = journal.carry_out(self.paths, intent, self._sync)
+        for line in outcome.skipped:
+            self.note(printable(f"acxfs: note: {line}"))
+        for identity in dict.fromkeys(identities):
+            self.say(printable(f"removed {identity}"))
+        return 0
+
+    # --- up / down -----------------------------------------------------------------------
+
+    def up(self, foreground: bool = False, reload: bool = False) -> int:
+        """Start the daemon (or, with `reload`, have the running one re-check every bundle);
+        then give links to the bundles served and take them from those that are not."""
+        with journal.locked(self.paths):
+            self.recover()
+            state = self.state()
+            self.trust(state)
+            if server.running(self.paths):
+                if reload:
+                    request(self.paths.socket, {"op": "reload"})
+                else:
+                    self.say(f"the library daemon already serves {self.paths.mnt}")
+            elif foreground:
+                pass
+            else:
+                server.start(self.paths, state, foreground=False, say=self.say)
+            if not foreground:
+                self._reconcile(state)
+                self._report_links(self.state())
+                return 0
+        self._report_links(state)
+        return server.start(self.paths, state, foreground=True, say=self.say,
+                            on_live=self.reconcile_locked)
+
+    def reload(self) -> None:
+        """After a trust change: re-check every bundle if the daemon runs."""
+        if server.running(self.paths):
+            self.up(reload=True)
+
+    def reconcile_locked(self) -> None:
+        with journal.locked(self.paths):
+            self._reconcile(self.state())
+
+    def _reconcile(self, state: LibraryState) -> None:
+        status = self.daemon_status()
+        if status is None:
+            return
+        served = status.get("served")
+        refused = status.get("refused")
+        assert isinstance(served, dict) and isinstance(refused, dict)
+        plan = _Plan.of(state)
+        for identity, item in state.installed.items():
+            prefix = item.current.prefix
+            if prefix in served and item.suspended:
+                plan.resume(identity, self.paths.mnt)
+                self.note(printable(f"acxfs: note: serving {identity} again; linked"))
+            elif prefix not in served and not item.suspended:
+                plan.suspend(identity)
+                self.note(printable(f"acxfs: note: not serving {identity}: "
+                                    f"{refused.get(prefix, 'not loaded')}; links removed"))
+        if plan.make or plan.remove:
+            self._tell(journal.carry_out(self.paths, plan.intent("up"), self._sync))
+
+    def _report_links(self, state: LibraryState) -> None:
+        for item in state.installed.values():
+            for link in item.links:
+                condition = links.state_of(link)
+                if condition != "ok":
+                    self.note(printable(f"acxfs: note: link {link.path} is {condition} "
+                                        "(changed by hand: left as it is)"))
+
+    def down(self) -> int:
+        if not server.running(self.paths):
+            self.say("the library daemon is not running")
+            return 0
+        server.stop(self.paths)
+        self.say("stopped the library daemon; links dangle until: acxfs up")
+        return 0
+
+
+def installed_or_fail(state: LibraryState | None) -> LibraryState:
+    if state is None:
+        raise EnvironmentProblem("the library is empty (add a bundle with: acxfs add FILE)")
+    return state

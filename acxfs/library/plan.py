@@ -1,0 +1,98 @@
+"""A library change worked out before it is made: the state after it and the link steps.
+
+Invariant: a `Plan` only computes; it touches no file.  Its link steps take the links of
+an identity from the revision served now to the one served after, in each agent directory
+the identity is linked into: links of kept skills are re-pointed (one rename each), links of
+dropped skills removed, links of new skills made.  Store files no revision names any more are
+deleted only after the new state is committed.
+"""
+
+from __future__ import annotations
+
+import copy
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from acxfs.errors import RefusedError
+from acxfs.library import journal, versions
+from acxfs.library.state import Installed, LibraryState, Link, Revision
+
+
+def target(mnt: Path, rev: Revision, skill: str) -> str:
+    return str(mnt / rev.prefix / skill)
+
+
+@dataclass
+class Plan:
+    before: LibraryState
+    after: LibraryState
+    make: list[Link] = field(default_factory=list)
+    repoint: list[tuple[Link, Link]] = field(default_factory=list)
+    remove: list[Link] = field(default_factory=list)
+
+    @classmethod
+    def of(cls, state: LibraryState) -> Plan:
+        return cls(state, copy.deepcopy(state))
+
+    def install(self, rev: Revision, directories: list[Path], mnt: Path,
+                allow_downgrade: bool) -> None:
+        """Make `rev` the served revision of its identity (the one before it kept)."""
+        del allow_downgrade  # checked before the plan: the floor is only ever raised here
+        floor = versions.raised_floor(rev, self.after.floors.get(rev.identity))
+        if floor is not None:
+            self.after.floors[rev.identity] = floor
+        item = self.after.installed.get(rev.identity)
+        if item is None:
+            new = [Link(str(d), skill, target(mnt, rev, skill))
+                   for d in directories for skill in sorted(rev.skills)]
+            self.make.extend(new)
+            self.after.installed[rev.identity] = Installed(rev, None, [str(d) for d in
+                                                                       directories], new)
+            return
+        self.after.installed[rev.identity] = self._relink(item, rev, item.current, mnt)
+
+    def revert(self, identity: str, mnt: Path) -> None:
+        item = self.after.installed[identity]
+        if item.previous is None:
+            raise RefusedError(f"{identity} has no previous revision to go back to")
+        self.after.installed[identity] = self._relink(item, item.previous, item.current, mnt)
+
+    def _relink(self, item: Installed, rev: Revision, kept: Revision, mnt: Path) -> Installed:
+        links: list[Link] = []
+        for link in item.links:
+            if link.name in rev.skills:
+                new = Link(link.directory, link.name, target(mnt, rev, link.name))
+                self.repoint.append((link, new))
+                links.append(new)
+            else:
+                self.remove.append(link)
+        linked = {(link.directory, link.name) for link in item.links}
+        for directory in item.directories:
+            for skill in sorted(rev.skills):
+                if (directory, skill) not in linked:
+                    new = Link(directory, skill, target(mnt, rev, skill))
+                    self.make.append(new)
+                    links.append(new)
+        return Installed(rev, kept, list(item.directories), links)
+
+    def suspend(self, identity: str) -> None:
+        """Remove the links of an identity that is not served (its trust changed)."""
+        item = self.after.installed[identity]
+        self.remove.extend(item.links)
+        item.links = []
+        item.suspended = True
+
+    def resume(self, identity: str, mnt: Path) -> None:
+        """Link an identity that is served again."""
+        item = self.after.installed[identity]
+        new = [Link(d, skill, target(mnt, item.current, skill))
+               for d in item.directories for skill in sorted(item.current.skills)]
+        self.make.extend(new)
+        item.links = new
+        item.suspended = False
+
+    def intent(self, op: str) -> journal.Intent:
+        keep = self.after.store_files()
+        dropped = sorted(self.before.store_files() - keep)
+        return journal.Intent(op, make=self.make, repoint=self.repoint, remove=self.remove,
+                              state=self.after.to_json(), delete_files=dropped)

@@ -1,0 +1,76 @@
+"""What `acxfs list` shows: the library's record joined with what its daemon says now.
+
+Invariant: every field comes from the library's own state or the daemon's answer; text that
+came from a bundle is escaped by the renderer, and `--json` fields are the ones documented in
+docs/library.md.
+"""
+
+from __future__ import annotations
+
+from acxfs.library import journal, links
+from acxfs.library.manager import Library
+from acxfs.text import printable
+
+
+def describe_library(library: Library) -> dict[str, object]:
+    """The library as one JSON document (after finishing an unfinished change)."""
+    with journal.locked(library.paths):
+        library.recover()
+        state = library.state()
+    status = library.daemon_status()
+    served: dict[str, str] = dict(status.get("served", {})) if status else {}  # type: ignore[call-overload]
+    refused: dict[str, str] = dict(status.get("refused", {})) if status else {}  # type: ignore[call-overload]
+    bundles: list[dict[str, object]] = []
+    for identity, item in sorted(state.installed.items()):
+        rev = item.current
+        why = None
+        if status is None:
+            why = "the library daemon is not running (acxfs up)"
+        elif rev.prefix not in served:
+            why = refused.get(rev.prefix, "not loaded")
+        bundles.append({
+            "identity": identity, "version": rev.version, "format": rev.format,
+            "digest": rev.digest, "manifest": rev.manifest, "keyid": rev.keyid,
+            "publisher": rev.publisher, "installedAt": rev.installed_at,
+            "skills": sorted(rev.skills), "path": str(library.paths.mnt / rev.prefix),
+            "served": why is None, "why": why,
+            "previous": None if item.previous is None else {
+                "version": item.previous.version, "digest": item.previous.digest,
+                "served": status is not None and item.previous.prefix in served},
+            "links": [{"path": str(link.path), "target": link.target,
+                       "state": links.state_of(link)} for link in item.links],
+        })
+    return {
+        "library": str(library.paths.root), "trustStore": state.trust_dir,
+        "daemon": None if status is None else {"pid": status.get("pid"),
+                                               "mountpoint": status.get("mountpoint")},
+        "bundles": bundles,
+        "failures": list(status.get("failures", [])) if status else [],  # type: ignore[call-overload]
+        "floors": {k: {"version": f.version, "installedAt": f.installed_at}
+                   for k, f in sorted(state.floors.items())},
+    }
+
+
+def render_library(doc: dict[str, object]) -> str:
+    lines: list[str] = []
+    daemon = doc["daemon"]
+    lines.append(f"daemon: pid {daemon['pid']} on {daemon['mountpoint']}" if isinstance(
+        daemon, dict) else "daemon: not running (links dangle until: acxfs up)")
+    bundles = doc["bundles"]
+    assert isinstance(bundles, list)
+    if not bundles:
+        lines.append("no bundles installed (acxfs add FILE)")
+    for b in bundles:
+        state = "served" if b["served"] else f"NOT served: {b['why']}"
+        lines.append(f"{b['identity']} {b['version']} ({b['format']}, {state})")
+        lines.append(f"  skills: {', '.join(b['skills'])}")
+        if b["previous"]:
+            lines.append(f"  previous: {b['previous']['version']} (acxfs revert {b['identity']})")
+        for link in b["links"]:
+            mark = "" if link["state"] == "ok" else f"  [{link['state']}]"
+            lines.append(f"  {link['path']}{mark}")
+    failures = doc["failures"]
+    assert isinstance(failures, list)
+    for f in failures:
+        lines.append(f"FAILED verification: {f['bundle']}/{f['path']}: {f['reason']}")
+    return "".join(printable(line) + "\n" for line in lines)

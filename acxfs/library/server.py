@@ -1,0 +1,208 @@
+"""The library daemon: one FUSE mount serving every installed bundle at its immutable path.
+
+Invariant: a bundle is served only after this process itself checked its store file
+(structure, signature, trust against the trust store as it is now, identity and skills as the
+library recorded them); from then on every byte is verified when read, as in any acxfs mount.
+A bundle that fails its check is not served and the reason is kept for `acxfs list`.  The
+daemon takes changes only over its control channel (`control.py`), from its owner.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from acxfs import daemon, formats
+from acxfs.content import ContentStore, process_store
+from acxfs.errors import AcxfsError
+from acxfs.fs import AcxOperations, Mounted
+from acxfs.library import links
+from acxfs.library.control import ControlServer, DaemonDown, request
+from acxfs.library.layout import LibraryPaths
+from acxfs.library.state import LibraryState, Revision, load_state
+from acxfs.limits import DEFAULT_LIMITS
+from acxfs.trust import TrustContext, load_trust
+
+STORE_NAME = re.compile(r"([0-9a-f]{64})\.([a-z]+)")
+FAILURES_KEPT = 1000
+EXPIRY_RECHECK = 3600.0  # seconds between re-checks of key expiry and revocation
+
+
+@dataclass
+class LibraryServer:
+    """What the daemon serves, what it refused and why, and the files that failed."""
+
+    paths: LibraryPaths
+    trust_dir: Path
+    store: ContentStore
+    ops: AcxOperations | None = None
+    served: dict[str, Mounted] = field(default_factory=dict)
+    files: dict[str, str] = field(default_factory=dict)  # prefix -> store file
+    refused: dict[str, str] = field(default_factory=dict)  # prefix -> why
+    _control: ControlServer | None = None
+    after_live: Callable[[], None] | None = None
+
+    # --- checking ------------------------------------------------------------------------
+
+    def _trust(self) -> TrustContext:
+        return load_trust(store=self.trust_dir)
+
+    def check(self, file: str, trust: TrustContext, expected: Revision | None) -> Mounted:
+        """The store file, checked now, as a source ready to serve (AcxfsError otherwise)."""
+        match = STORE_NAME.fullmatch(file)
+        if match is None:
+            raise AcxfsError(f"{file!r} is not a store file name")
+        path = str(self.paths.store / file)
+        report = formats.check(path, trust, deep=False)
+        verdict = report.verdict
+        if verdict.status != "verified":
+            raise AcxfsError(verdict.line)
+        identity = formats.identity(report)
+        skills = formats.skills(report)
+        prefix = f"{identity.name}/{identity.version}-{match.group(1)[:12]}"
+        if expected is not None and (expected.prefix, expected.skills) != (prefix, skills):
+            raise AcxfsError("the store file no longer matches what was installed")
+        source, verdict = formats.open_source(path, trust, self.store, min_trust="verified")
+        return Mounted(prefix, source, source.skills_root, verdict, f"{identity.name} "
+                                                                       f"{identity.version}")
+
+    def _attach(self, mounted: Mounted, file: str) -> None:
+        if self.ops is not None:
+            self.ops.attach(mounted.prefix, mounted)
+        self.served[mounted.prefix] = mounted
+        self.files[mounted.prefix] = file
+        self.refused.pop(mounted.prefix, None)
+
+    def _detach(self, prefix: str) -> None:
+        mounted = self.served.pop(prefix, None)
+        self.files.pop(prefix, None)
+        if mounted is not None and self.ops is not None:
+            self.ops.detach(prefix)
+
+    def initial(self, state: LibraryState) -> list[Mounted]:
+        """Check every installed revision before the mount exists."""
+        trust = self._trust()
+        for rev in state.revisions():
+            try:
+                self._attach(self.check(rev.file, trust, rev), rev.file)
+            except (AcxfsError, OSError) as exc:
+                self.refused[rev.prefix] = str(exc)
+        return list(self.served.values())
+
+    def sync(self, recheck: bool) -> None:
+        """Serve exactly the library's revisions (re-checking the served ones on `recheck`)."""
+        state = load_state(self.paths.state)
+        wanted = {r.prefix: r for r in state.revisions()} if state else {}
+        for prefix in list(self.served):
+            if prefix not in wanted:
+                self._detach(prefix)
+        for prefix in list(self.refused):
+            if prefix not in wanted:
+                del self.refused[prefix]
+        trust = self._trust()
+        for prefix, rev in wanted.items():
+            if prefix in self.served and not recheck:
+                continue
+            try:
+                mounted = self.check(rev.file, trust, rev)
+            except (AcxfsError, OSError) as exc:
+                self._detach(prefix)
+                self.refused[prefix] = str(exc)
+                continue
+            if prefix in self.served:
+                mounted.source.close()  # still good: keep the one that is serving
+            else:
+                self._attach(mounted, rev.file)
+
+    # --- the control channel -------------------------------------------------------------
+
+    def handle(self, doc: dict[str, object]) -> dict[str, object]:
+        op = doc.get("op")
+        try:
+            if op == "ping":
+                return {"ok": True, "pid": os.getpid()}
+            if op == "status":
+                return self.status()
+            if op == "load":
+                file = str(doc.get("file"))
+                mounted = self.check(file, self._trust(), None)
+                if mounted.prefix in self.served:
+                    mounted.source.close()
+                else:
+                    self._attach(mounted, file)
+                return {"ok": True, "path": str(self.paths.mnt / mounted.prefix)}
+            if op in ("sync", "reload"):
+                self.sync(recheck=op == "reload")
+                return self.status()
+        except (AcxfsError, OSError) as exc:
+            return {"ok": False, "error": str(exc)}
+        return {"ok": False, "error": f"unknown request {op!r}"}
+
+    def status(self) -> dict[str, object]:
+        return {"ok": True, "pid": os.getpid(), "mountpoint": str(self.paths.mnt),
+                "served": dict(self.files), "refused": dict(self.refused),
+                "failures": self.failures()}
+
+    def failures(self) -> list[dict[str, str]]:
+        """The files that failed verification since the daemon started."""
+        events = self.ops.tamper_events() if self.ops is not None else []
+        return [{"bundle": e.prefix, "label": e.label, "path": e.path, "reason": e.reason}
+                for e in events[:FAILURES_KEPT]]
+
+    def serving(self, ops: AcxOperations) -> None:
+        """In the daemon, once the mount is live: take requests from now on."""
+        self.ops = ops
+        links.private_dir(self.paths.control_dir)
+        self._control = ControlServer(self.paths.socket, self.handle)
+        self._control.start()
+        if self.after_live is not None:
+            threading.Thread(target=self.after_live, name="acxfs-links", daemon=True).start()
+        threading.Thread(target=self._recheck_loop, name="acxfs-recheck", daemon=True).start()
+
+    def _recheck_loop(self) -> None:
+        event = threading.Event()
+        while not event.wait(EXPIRY_RECHECK):
+            if self._control is not None:
+                self._control.run(lambda: self.sync(recheck=True))
+
+
+def running(paths: LibraryPaths) -> bool:
+    try:
+        return bool(request(paths.socket, {"op": "ping"}, timeout=5).get("ok"))
+    except DaemonDown:
+        return False
+
+
+def start(paths: LibraryPaths, state: LibraryState, foreground: bool,
+          say: Callable[[str], None], on_live: Callable[[], None] | None = None) -> int:
+    """Check every bundle, mount the library and serve it (returns once live, or, in the
+    foreground, once unmounted).  `on_live` runs on a thread of its own once the daemon
+    takes requests."""
+    server = LibraryServer(paths, Path(state.trust_dir), process_store(DEFAULT_LIMITS))
+    server.after_live = on_live
+    mounts = server.initial(state)
+    links.private_dir(paths.root)
+    paths.mnt.mkdir(mode=0o755, exist_ok=True)
+    plan = daemon.MountPlan(
+        mountpoint=str(paths.mnt), mounts=mounts, store=server.store, view="skills library",
+        foreground=foreground, log_file=paths.log, created=None, announce=say,
+        name=f"library {paths.root}", fuse_options={"negative_timeout": 0},
+        on_live=server.serving,
+    )
+    for prefix, why in server.refused.items():
+        say(f"acxfs: note: not serving {prefix}: {why}")
+    return daemon.mount(plan)
+
+
+def stop(paths: LibraryPaths) -> str:
+    """Unmount the library; the daemon exits, and its socket goes with it."""
+    said = daemon.umount(str(paths.mnt))
+    if not running(paths):
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(paths.socket)
+    return said

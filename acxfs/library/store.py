@@ -1,0 +1,94 @@
+"""Bundle files copied into the library's store, checked in full as the copy.
+
+Invariant: a file is named `<sha256>.<format>` in the store only after the copy itself (not
+the file the user named) passed the full check (structure, signature, trust, every byte) and
+its identity and skill names were read from its signed facts; it is read-only from then on
+and never changed.  What is checked is what is served.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+from acxfs import formats, safe_files, safe_fs
+from acxfs.container import Report
+from acxfs.errors import EnvironmentProblem, UntrustedError
+from acxfs.inputs import open_input
+from acxfs.library.layout import LibraryPaths
+from acxfs.library.links import private_dir
+from acxfs.library.state import Revision, now_text
+from acxfs.trust import TrustContext
+
+COPY_CHUNK = 1024 * 1024
+
+
+@dataclass(frozen=True)
+class Checked:
+    """A store file that passed the full check, and what the check established."""
+
+    revision: Revision
+    report: Report
+    new_file: bool  # False: the same bytes were already in the store
+
+
+def import_bundle(path: str, paths: LibraryPaths, trust: TrustContext) -> Checked:
+    """Copy `path` into the store, check the copy in full, then name it by its digest."""
+    private_dir(paths.store)
+    source = open_input(path)
+    store_fd = safe_fs.open_dir(paths.store)
+    hasher = hashlib.sha256()
+    try:
+        staged = safe_files.copy_fd_at(store_fd, "incoming", source.fileno(), 0o400, hasher.update)
+    except BaseException:
+        os.close(store_fd)
+        raise
+    finally:
+        source.close()
+    committed = False
+    try:
+        digest = hasher.hexdigest()
+        report = formats.check(staged.proc_path, trust, deep=True)
+        if not report.verdict.allows("verified") or report.verdict.status != "verified":
+            raise UntrustedError(report.verdict)
+        identity = formats.identity(report)
+        skills = formats.skills(report)
+        name = f"{digest}.{report.format}"
+        revision = Revision(
+            digest=digest, file=name, format=report.format, identity=identity.name,
+            version=identity.version, manifest=identity.release, keyid=report.verdict.keyid or "",
+            publisher=report.verdict.publisher, skills=skills, installed_at=now_text(),
+        )
+        new_file = not os.path.lexists(paths.store / name)
+        if new_file:
+            staged.name = name
+            staged.commit()
+            committed = True
+        return Checked(revision, report, new_file)
+    finally:
+        if not committed:
+            staged.discard()
+        os.close(store_fd)
+
+
+def sha256_of(path: Path) -> str:
+    hasher = hashlib.sha256()
+    with open(path, "rb") as handle:
+        while chunk := handle.read(COPY_CHUNK):
+            hasher.update(chunk)
+    return hasher.hexdigest()
+
+
+def remove_file(paths: LibraryPaths, name: str) -> None:
+    with contextlib.suppress(FileNotFoundError):
+        os.unlink(paths.store / name)
+
+
+def require_store_file(paths: LibraryPaths, name: str) -> Path:
+    path = paths.store / name
+    if not path.is_file():
+        raise EnvironmentProblem(f"the library's store file {path} is missing")
+    return path

@@ -1,0 +1,55 @@
+"""scripts/bench_library.py --quick runs every column and prints one table of the right shape,
+leaving no mount, daemon or file behind (the figures themselves are judged by people)."""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parent.parent
+COLUMNS = ["library", "per-bundle mounts", "plain copies"]
+MEASURES = ["install all N (once)", "daemons serving", "daemon RSS after up",
+            "daemon RSS after reading every SKILL.md", "up until every link resolves",
+            "add one more bundle (full check)", "cold read of every SKILL.md"]
+NUMBER = re.compile(r"^\d+(\.\d+)?(e[-+]\d+)?( \(\d+(\.\d+)?x\))?$")
+
+
+@pytest.mark.fuse
+def test_quick_library_benchmark_prints_every_column_and_cleans_up(tmp_path: Path) -> None:
+    out = tmp_path / "library.json"
+    # A short work directory: the library's control socket path must fit in 108 bytes.
+    with tempfile.TemporaryDirectory(prefix="blq") as work:
+        done = subprocess.run(
+            [sys.executable, "-m", "scripts.bench_library", "--quick", "--work", work,
+             "--json", str(out)],
+            capture_output=True, text=True, timeout=120, cwd=REPO,
+        )
+        assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+        assert list(Path(work).iterdir()) == []  # the run directory is gone
+        assert work not in Path("/proc/mounts").read_text()
+    lines = done.stdout.splitlines()
+    header = "| N | measure | unit | " + " | ".join(COLUMNS) + " |"
+    assert header in lines
+    rows = [line.split(" | ") for line in lines if line.startswith("| 10 | ")]
+    assert [row[1] for row in rows] == MEASURES
+    cells = {row[1]: dict(zip(COLUMNS, [c.rstrip(" |") for c in row[3:]], strict=True))
+             for row in rows}
+    assert cells["daemons serving"] == {"library": "1", "per-bundle mounts": "10",
+                                        "plain copies": "0"}
+    for measure in ("cold read of every SKILL.md", "add one more bundle (full check)"):
+        for column in COLUMNS:
+            assert NUMBER.match(cells[measure][column]), (measure, column, cells[measure])
+    for measure in MEASURES[2:6]:
+        assert NUMBER.match(cells[measure]["library"]), (measure, cells[measure])
+        assert NUMBER.match(cells[measure]["per-bundle mounts"]), (measure, cells[measure])
+    assert "Failed columns" not in done.stdout
+    doc = json.loads(out.read_text())
+    assert doc["complete"] is True
+    measured = {(r["column"], r["measure"]) for r in doc["results"] if r["values"]}
+    assert {(c, "read") for c in COLUMNS} <= measured
