@@ -11,13 +11,15 @@ import hashlib
 import json
 import os
 import shutil
+import sqlite3
 import subprocess
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from tests.support import cartwriter as cw
 from tests.support.mounting import acxfs, acxfs_command, acxfs_mounts_under, force_cleanup
 
 pytestmark = pytest.mark.fuse
@@ -313,3 +315,42 @@ def test_remove_killed_at_each_step_finishes_the_removal(tmp_path: Path, local_k
             assert not (home() / d / "skills" / n).is_symlink()
     assert not list((data_dir() / "store").iterdir())
     assert listing()["bundles"] == []
+
+
+def test_identity_that_differs_from_the_signed_publisher_is_refused(
+        tmp_path: Path, make_cartridge: Callable[..., Path], signer: cw.Signer) -> None:
+    cart = make_cartridge("liar.acx", publisher="io.github.victim")
+    conn = sqlite3.connect(cart)
+    statement = cw.statement_for(conn, signed_at=cw.SIGNED_AT)
+    statement["predicate"]["publisherId"] = "io.github.liar"  # trust is decided for this one
+    conn.execute("UPDATE signatures SET envelope = ?", (cw.sign_envelope(cw.jcs(statement),
+                                                                          signer),))
+    conn.commit()
+    conn.close()
+    key = tmp_path / "liar.pub.pem"
+    key.write_text(signer.public_pem)
+    assert acxfs("trust", "add", key, "--publisher", "io.github.liar").returncode == 0
+    verdict = acxfs("verify", cart)
+    assert verdict.stdout.startswith("verified / trusted"), verdict.stdout + verdict.stderr
+    result = acxfs("add", cart)
+    assert result.returncode != 0
+    assert result.stderr.count("\n") == 1 and "Traceback" not in result.stderr
+    assert "io.github.victim" in result.stderr and "io.github.liar" in result.stderr
+    assert not (home() / ".claude" / "skills").exists() or \
+        not list((home() / ".claude" / "skills").iterdir())
+    assert not (data_dir() / "store").exists() or not list((data_dir() / "store").iterdir())
+
+
+def test_bad_skill_name_is_refused(make_cartridge: Callable[..., Path], signer: cw.Signer,
+                                   tmp_path: Path) -> None:
+    files = {"rom/skills/Bad_Name/SKILL.md":
+             b"---\nname: Bad_Name\ndescription: Not an Agent Skills name.\n---\nbody\n"}
+    cart = make_cartridge("bad.acx", files=files, capabilities={}, memories={})
+    key = tmp_path / "bad.pub.pem"
+    key.write_text(signer.public_pem)
+    assert acxfs("trust", "add", key, "--publisher", "io.github.example").returncode == 0
+    result = acxfs("add", cart)
+    assert result.returncode != 0
+    assert result.stderr.count("\n") == 1 and "Bad_Name" in result.stderr
+    assert "Traceback" not in result.stderr
+    assert not (home() / ".claude" / "skills" / "Bad_Name").exists()

@@ -31,6 +31,10 @@ from acxfs.trust import TrustContext, load_trust
 STORE_NAME = re.compile(r"([0-9a-f]{64})\.([a-z]+)")
 FAILURES_KEPT = 1000
 EXPIRY_RECHECK = 3600.0  # seconds between re-checks of key expiry and revocation
+# A new path is served the moment it is loaded (no negative entry is cached); a path no
+# longer served (its bundle removed, or its signer no longer trusted) is forgotten by the
+# kernel within a minute even if it was read before.  Contents never change under a path.
+KERNEL_CACHE = {"negative_timeout": 0, "entry_timeout": 60, "attr_timeout": 60}
 
 
 @dataclass
@@ -191,7 +195,7 @@ def start(paths: LibraryPaths, state: LibraryState, foreground: bool,
     plan = daemon.MountPlan(
         mountpoint=str(paths.mnt), mounts=mounts, store=server.store, view="skills library",
         foreground=foreground, log_file=paths.log, created=None, announce=say,
-        name=f"library {paths.root}", fuse_options={"negative_timeout": 0},
+        name=f"library {paths.root}", fuse_options=dict(KERNEL_CACHE),
         on_live=server.serving,
     )
     for prefix, why in server.refused.items():
