@@ -30,11 +30,9 @@ from acxfs.safe_fs import (
 )
 
 
-class TempFile:
-    """A new file being written under a temporary name in `dirfd`, to become `name` on
-    `commit`.  `fd` is open read-write: a caller can check the bytes (`os.pread`) before
-    committing, so what is checked is what is put in place.  Leaving the context manager
-    without a commit removes the temporary file."""
+class _Staged:
+    """Something new under the temporary name `temp_name` in `dirfd`, open as `fd`, to be
+    renamed to `name` on commit."""
 
     def __init__(self, dirfd: int, name: str, fd: int, temp_name: str) -> None:
         self.dirfd = dirfd
@@ -42,6 +40,14 @@ class TempFile:
         self.fd = fd
         self.temp_name = temp_name
         self._open = True
+
+
+class TempFile(_Staged):
+    """A new file being written under a temporary name in `dirfd`, to become `name` on
+    `commit`.  `fd` is open read-write: a caller can check the bytes (`os.pread`) before
+    committing, so what is checked is what is put in place.  Leaving the context manager
+    without a commit removes the temporary file."""
+
 
     @property
     def proc_path(self) -> str:
@@ -175,18 +181,12 @@ def copy_fd_at(dirfd: int, name: str, src_fd: int, mode: int,
     return temp
 
 
-class TempDir:
+class TempDir(_Staged):
     """A new directory being filled under a temporary name in `dirfd`, to become `name` on
     `commit`.  `fd` is the directory, opened `O_RDONLY` (usable with `fchmod`, and as the
     `dirfd` of the other helpers).  Leaving the context manager without a commit removes it
     and everything in it, through `fd` (whatever its name is by then)."""
 
-    def __init__(self, dirfd: int, name: str, fd: int, temp_name: str) -> None:
-        self.dirfd = dirfd
-        self.name = name
-        self.fd = fd
-        self.temp_name = temp_name
-        self._open = True
 
     def commit(self) -> None:
         """Rename the directory to its name, which must not exist (`FileExistsError`); check

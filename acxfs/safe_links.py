@@ -124,14 +124,21 @@ def replace_symlink_at(dirfd: int, name: str, target: str, expect_old: str) -> N
             os.unlink(temp, dir_fd=dirfd)
 
 
-def _replace_symlink_by_moving(dirfd: int, name: str, target: str, expect_old: str) -> None:
+def _take_aside(dirfd: int, name: str, expect: str) -> str:
+    """Move the link `name` aside and return where it went, once it proved to be the link
+    to `expect` there; anything else is put back (`UnsafePathError`)."""
     try:
         aside = _move_aside(dirfd, name)
     except FileNotFoundError:
-        raise _not_ours(dirfd, name, expect_old) from None
-    if not _is_link_to(dirfd, aside, expect_old):
+        raise _not_ours(dirfd, name, expect) from None
+    if not _is_link_to(dirfd, aside, expect):
         _put_back(dirfd, aside, name)
-        raise _not_ours(dirfd, name, expect_old)
+        raise _not_ours(dirfd, name, expect)
+    return aside
+
+
+def _replace_symlink_by_moving(dirfd: int, name: str, target: str, expect_old: str) -> None:
+    aside = _take_aside(dirfd, name, expect_old)
     try:
         os.symlink(target, name, dir_fd=dirfd)
     except FileExistsError:
@@ -150,12 +157,6 @@ def remove_symlink_at(dirfd: int, name: str, expect_target: str) -> None:
     if not _is_link_to(dirfd, name, expect_target):
         raise _not_ours(dirfd, name, expect_target)
     safe_fs._checkpoint("remove_symlink_at:move")
-    try:
-        aside = _move_aside(dirfd, name)
-    except FileNotFoundError:
-        raise _not_ours(dirfd, name, expect_target) from None
-    if not _is_link_to(dirfd, aside, expect_target):
-        _put_back(dirfd, aside, name)
-        raise _not_ours(dirfd, name, expect_target)
+    aside = _take_aside(dirfd, name, expect_target)
     os.unlink(aside, dir_fd=dirfd)
     fsync_dir(dirfd)

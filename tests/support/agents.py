@@ -17,8 +17,9 @@ What the agents send, where the skills are:
 - Claude Code: ``POST /v1/messages`` (streamed). The skill list is a ``role: "system"`` message
   of ``messages`` (after the first user message): CLAUDE_SKILLS_HEADER, a blank line, then one
   ``- <name>: <description>`` line per skill, built-in skills included. A running Claude Code
-  that notices a change in its skill directories sends the whole list again in a new system
-  message of its next request (``claude_skill_lists``).
+  that notices a change in its skill directories (a SKILL.md whose size or mtime changed, or a
+  new skill) sends those skills in a new system message of its next request
+  (``claude_skill_lists``); it never says that a skill was removed.
 - Codex: ``POST /v1/responses`` (streamed). The skill list is a developer message of ``input``:
   a roots table (``- `r0` = `<dir>` ``), CODEX_SKILLS_HEADER, then one
   ``- <name>: <description> (file: r0/<name>/SKILL.md)`` line per skill, its system skills
@@ -428,8 +429,8 @@ def _claude_entries(lines: Sequence[str]) -> list[tuple[str, str]]:
 def claude_skill_lists(body: Any) -> list[list[tuple[str, str]]]:
     """Every skill list of one Messages request body, in order. A later request of a running
     Claude Code carries the conversation so far: its first list is the one it started with, and
-    each change to the skill directories it noticed since adds a system message with the
-    whole list again."""
+    each change to the skill directories it noticed since adds a system message listing the
+    skills added or changed."""
     return [_claude_entries(lines) for lines in _sections(body, CLAUDE_SKILLS_HEADER)]
 
 
