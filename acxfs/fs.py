@@ -58,6 +58,7 @@ class Mounted:
     root: str
     verdict: Verdict
     label: str
+    min_mtime_ns: int = 0  # files and directories are shown no older than this
 
 
 @dataclass(frozen=True)
@@ -248,7 +249,7 @@ class AcxOperations:
         if cached is not None:
             return cached
         tree = served.mounted.source.tree
-        ns = entry.mtime * 1_000_000_000
+        ns = max(entry.mtime * 1_000_000_000, served.mounted.min_mtime_ns)
         if entry.is_dir:
             subdirs = sum(
                 1 for n in tree.list(entry.path)

@@ -72,8 +72,11 @@ class LibraryServer:
         if expected is not None and (expected.prefix, expected.skills) != (prefix, skills):
             raise AcxfsError("the store file no longer matches what was installed")
         source, verdict = formats.open_source(path, trust, self.store, min_trust="verified")
-        return Mounted(prefix, source, source.skills_root, verdict, f"{identity.name} "
-                                                                       f"{identity.version}")
+        # Shown no older than the install: an agent that polls mtimes (Claude Code) notices an
+        # update even when the new SKILL.md has the old one's size and stored mtime.
+        installed = os.stat(path).st_mtime_ns
+        return Mounted(prefix, source, source.skills_root, verdict,
+                       f"{identity.name} {identity.version}", min_mtime_ns=installed)
 
     def _attach(self, mounted: Mounted, file: str) -> None:
         if self.ops is not None:
