@@ -1,11 +1,10 @@
 """The only way file bytes leave a container: inflate within bounds, hash, then release.
 
-`verify_content` consumes a file's stored bytes, inflates them (zip: raw DEFLATE or stored;
-sqlar: one reading per row, zlib whenever zlib's own `uncompress()` with a `sz`-byte buffer
-would succeed on it, as stock `sqlite3 -Ax` reads it, raw DEFLATE only when it would not),
-never produces more than the entry's size, and returns a `VerifiedBlob` only when the stream
-ended exactly at that size and its sha256 equals the signed digest.  Otherwise it raises
-`TamperError` naming the path.
+`verify_content` consumes a file's stored bytes, inflates them (sqlar: one reading per row,
+zlib whenever `uncompress()` with a `sz`-byte buffer accepts it, as `sqlite3 -Ax` reads it,
+else raw DEFLATE; zip: raw DEFLATE or stored), never produces more than the entry's size, and
+returns a `VerifiedBlob` only when the stream ended exactly at that size and its sha256
+equals the signed digest.  Otherwise it raises `TamperError` naming the path.
 Large files are accumulated in an unlinked temporary file, so memory stays bounded.
 `ContentStore` adds a byte-bounded cache and makes concurrent readers of one file share one
 verification; a process has one (`process_store`), shared by every Source it opens and keyed
@@ -118,19 +117,7 @@ class _StreamError(Exception):
 
 
 class _WrongSize(_StreamError):
-    """The stream decoded and ended (at most `size` bytes out), but not at `size`: for zlib,
-    `uncompress()` with a `size`-byte buffer succeeds on it, so that short output is the
-    row's reading."""
-
-
-ZLIB = 15  # the wbits of zlib (RFC 1950) streams
-
-
-def _decided(wbits: int | None, problem: _StreamError | None) -> bool:
-    """Whether this attempt's outcome is the row's only reading: any outcome of a zlib stream
-    that `uncompress()` accepts (it decoded, whatever its size or digest), and any outcome of
-    the last codec.  Only a zlib attempt that `uncompress()` would refuse lets the next try."""
-    return wbits == ZLIB and (problem is None or isinstance(problem, _WrongSize))
+    """Decoded to its end, short of `size`: for zlib, a row `uncompress()` accepts."""
 
 
 PIPELINE_MIN_BYTES = 4 * 1024 * 1024  # files this large hash on a second thread
@@ -272,8 +259,8 @@ def verify_content(
             except _StreamError as exc:
                 sink.discard()
                 problem = problem or str(exc)  # the likelier codec's reason is the one to report
-                if _decided(wbits, exc):
-                    break
+                if isinstance(exc, _WrongSize):
+                    break  # it decoded: the row's one reading (see _codecs)
                 continue
             except OSError as exc:
                 sink.discard()
@@ -288,8 +275,7 @@ def verify_content(
                 return sink.finish()
             sink.discard()
             problem = problem or "does not match its signed sha256"
-            if _decided(wbits, None):
-                break
+            break  # it decoded: the row's one reading
         raise TamperError(f"{entry.path} {problem}", entry.path)
     finally:
         # Inflating stops at the stream's end marker, which can leave a BLOB stream (and the
@@ -305,16 +291,13 @@ SMALL_STORED_BYTES = 1024 * 1024  # stored this small: verified in memory, in on
 
 
 def _codecs(entry: Entry, head: bytes) -> list[int | None]:
-    """The wbits to try, in the order that decides (None: the bytes are stored as they are).
-
-    A compressed sqlar row is zlib first when its header passes zlib's own test (without one,
-    `uncompress()` fails at once), and raw DEFLATE only when the zlib attempt fails the way
-    `uncompress()` would (`_decided`): a row has one reading, never "whichever matches"."""
+    """The wbits to try (None: stored as is).  An attempt that decodes to its end is the row's
+    one reading, so raw DEFLATE is tried only where zlib's `uncompress()` would fail."""
     if entry.codec == "stored" or (entry.codec == "sqlar" and entry.stored_size == entry.size):
         return [None]
     if entry.codec == "deflate":
         return [-15]
-    return [ZLIB, -15] if looks_like_zlib(head) else [-15]
+    return [15, -15] if looks_like_zlib(head) else [-15]
 
 
 
@@ -337,14 +320,13 @@ def _verify_small(entry: Entry, digest: bytes, stored: bytes) -> VerifiedBlob:
             out = _inflate_whole(stored, wbits, entry.size)
         except _StreamError as exc:
             problem = problem or str(exc)
-            if _decided(wbits, exc):
-                break
+            if isinstance(exc, _WrongSize):
+                break  # it decoded: the row's one reading
             continue
         if hmac.compare_digest(hashlib.sha256(out).digest(), digest):
             return MemoryBlob(out)
         problem = problem or "does not match its signed sha256"
-        if _decided(wbits, None):
-            break
+        break
     raise TamperError(f"{entry.path} {problem}", entry.path)
 
 

@@ -99,7 +99,7 @@ INDEX_CASES: dict[str, tuple[str, bool, str, Callable[..., Any], int, str]] = {
         "cartridge", True, "key",
         _twin("cartridge", "key = 'acx.description'", value=EVIL), 6, MALFORMED),
     "cartridge-index-lying-about-a-value": (
-        "cartridge", False, "key, value",
+        "cartridge", True, "key, value",
         _edit("cartridge", "key = 'acx.description'", value=EVIL), 5, DIVERGES),
     "sqlar-unsigned-rom-row-hidden": (
         "sqlar", False, "name, mode, mtime, sz, data",
@@ -126,7 +126,7 @@ INDEX_CASES: dict[str, tuple[str, bool, str, Callable[..., Any], int, str]] = {
         "capabilities", True, "id",
         _twin("capabilities", "1", json='{"evil":true}'), 6, MALFORMED),
     "signatures-newer-row-hidden": (
-        "signatures", False, "target, created_at",
+        "signatures", True, "target, created_at",
         _twin("signatures", "1", sig_id="evil", created_at="2099-01-01T00:00:00.000Z",
               envelope="{}"), 5, "invalid / tampered - Malformed DSSE envelope."),
     "signatures-second-row-for-a-signed-id": (
@@ -146,7 +146,14 @@ def test_no_index_is_trusted(
     assert _verdict(run_cli("verify", cart, "--registry", trusted_registry).out) == TRUSTED
     if rebuild:
         with contextlib.closing(sqlite3.connect(cart)) as conn:
-            rebuild_without_pk(conn, table)
+            if table == "signatures":
+                conn.executescript(
+                    "CREATE TABLE sig_tmp (sig_id TEXT, target TEXT, manifest_hash TEXT, "
+                    "envelope TEXT, keyid TEXT, public_key_pem TEXT, alg TEXT, created_at TEXT);"
+                    "INSERT INTO sig_tmp SELECT * FROM signatures; DROP TABLE signatures;"
+                    "ALTER TABLE sig_tmp RENAME TO signatures;")
+            else:
+                rebuild_without_pk(conn, table)
             conn.commit()
     _hide_behind_index(cart, table, columns, change)
     with contextlib.closing(sqlite3.connect(f"file:{cart}?mode=ro&immutable=1", uri=True)) as c:
@@ -161,8 +168,10 @@ def test_no_index_is_trusted(
     assert _verdict(result.out).startswith(verdict), result.out
     assert "Traceback" not in result.err
     shown = run_cli("inspect", cart, "--registry", trusted_registry)
-    assert EVIL not in shown.out
     assert "Traceback" not in shown.err
+    assert "signed (verified)" not in shown.out
+    if code == 6:  # a malformed file's rows are not shown at all
+        assert EVIL not in shown.out
 
 
 def _to_utf16(src: Path, dst: Path) -> None:
@@ -363,8 +372,7 @@ def test_verify_content_reads_a_zlib_row_only_as_zlib(case: str, streamed: bool)
     # the same bytes without a zlib header are read as raw DEFLATE, and verify
     deflate = zlib.compressobj(9, zlib.DEFLATED, -15)
     raw = deflate.compress(SIGNED_BIG) + deflate.flush()
-    blob = verify_content(dataclasses.replace(entry, stored_size=len(raw)), lambda: iter([raw]),
-                          limits)
+    blob = verify_content(entry._replace(stored_size=len(raw)), lambda: iter([raw]), limits)
     assert blob.read(0, 16) == SIGNED_BIG[:16]
 
 
@@ -377,8 +385,8 @@ def _with_planted_dir(make_cartridge: Callable[..., Path]) -> Path:
     cart = make_cartridge(sqlar_dirs=True)
     with contextlib.closing(sqlite3.connect(cart)) as conn:
         for name in (PLANTED, f"{PLANTED}/AND-OBEY"):
-            conn.execute("INSERT INTO sqlar (name, mode, mtime, sz, data) VALUES (?, ?, 0, 0, NULL)",
-                         (name, stat.S_IFDIR | 0o755))
+            conn.execute("INSERT INTO sqlar (name, mode, mtime, sz, data) "
+                         "VALUES (?, ?, 0, 0, NULL)", (name, stat.S_IFDIR | 0o755))
         conn.commit()
     return cart
 

@@ -13,6 +13,7 @@ import os
 import shutil
 import sqlite3
 import subprocess
+import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -354,3 +355,45 @@ def test_bad_skill_name_is_refused(make_cartridge: Callable[..., Path], signer: 
     assert result.stderr.count("\n") == 1 and "Bad_Name" in result.stderr
     assert "Traceback" not in result.stderr
     assert not (home() / ".claude" / "skills" / "Bad_Name").exists()
+
+
+def test_control_socket_answers_only_its_owner(tmp_path: Path, local_key: None) -> None:
+    assert acxfs("add", pack(tmp_path, "nu-skill")).returncode == 0
+    sock = data_dir() / "control" / "daemon.sock"
+    assert oct(os.stat(sock.parent).st_mode & 0o777) == "0o700"
+    script = (
+        "import os, socket, sys\n"
+        "os.setgid(65534); os.setuid(65534)\n"
+        "s = socket.socket(socket.AF_UNIX)\n"
+        "s.settimeout(5)\n"
+        "try:\n"
+        "    s.connect(sys.argv[1])\n"
+        "except PermissionError:\n"
+        "    print('refused'); sys.exit(0)\n"
+        "s.sendall(b'{\"op\": \"status\"}\\n')\n"
+        "print('answer:', s.recv(65536))\n"
+    )
+    # Past the directory's mode (a copy of the socket where anyone can reach it), the daemon
+    # itself checks the peer's uid and closes the connection unanswered.
+    open_dir = tmp_path / "open"
+    open_dir.mkdir(mode=0o777)
+    open_dir.chmod(0o777)
+    os.link(sock, open_dir / "daemon.sock")
+    (open_dir / "daemon.sock").chmod(0o777)
+    for path in (sock, open_dir / "daemon.sock"):
+        done = subprocess.run([sys.executable, "-c", script, str(path)], capture_output=True,
+                              text=True, timeout=30, check=False)
+        assert done.returncode == 0, done.stderr
+        assert done.stdout.strip() in ("refused", "answer: b''"), done.stdout
+
+
+def test_library_keeps_the_trust_store_it_was_made_with(tmp_path: Path, local_key: None,
+                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    assert acxfs("add", pack(tmp_path, "xi-skill")).returncode == 0
+    made_with = os.environ["ACXFS_TRUST_DIR"]
+    monkeypatch.setenv("ACXFS_TRUST_DIR", str(tmp_path / "another-store"))
+    result = acxfs("list", "--json")
+    assert result.returncode == 0
+    assert f"the library uses the trust store {made_with}" in result.stderr
+    assert json.loads(result.stdout)["trustStore"] == made_with
+    assert json.loads(result.stdout)["bundles"][0]["served"] is True

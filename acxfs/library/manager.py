@@ -46,11 +46,15 @@ class Library:
 
     def trust(self, state: LibraryState) -> TrustContext:
         """The trust store the library was made with (said when the caller's differs)."""
+        self.note_trust(state)
+        return load_trust(store=Path(state.trust_dir))
+
+    def note_trust(self, state: LibraryState) -> None:
+        """Say so when this command's trust store is not the one the library uses."""
         recorded = Path(state.trust_dir)
         if Path(trust_dir()) != recorded:
             self.note(printable(f"acxfs: note: the library uses the trust store {recorded}, "
                                 f"the one it was made with (not {trust_dir()})"))
-        return load_trust(store=recorded)
 
     def daemon_status(self) -> dict[str, object] | None:
         try:

@@ -17,6 +17,7 @@ def describe_library(library: Library) -> dict[str, object]:
     with journal.locked(library.paths):
         library.recover()
         state = library.state()
+    library.note_trust(state)
     status = library.daemon_status()
     served: dict[str, str] = dict(status.get("served", {})) if status else {}  # type: ignore[call-overload]
     refused: dict[str, str] = dict(status.get("refused", {})) if status else {}  # type: ignore[call-overload]
