@@ -7,6 +7,10 @@ foreground and reports through a pipe once the kernel has the mount; the parent 
 then, so every failure reaches the terminal with a non-zero exit.  The child unmounts on
 SIGINT, SIGTERM and SIGHUP (libfuse's handlers), removes a mountpoint it created (and any
 parents it had to create for it), and logs start and stop.
+
+Invariant: no mount is made on, inside or over a path acxfs depends on (`check_mountpoint`:
+its state, the trust store, the library's data, the log, the inputs); the library's own
+`mnt`, mounted by the library itself, is the one exception.
 """
 
 from __future__ import annotations
@@ -31,12 +35,13 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from acxfs import fuse_backend
+from acxfs import fuse_backend, safe_fs
 from acxfs.content import ContentStore
 from acxfs.errors import EnvironmentProblem
 from acxfs.fs import AcxOperations, Mounted
-from acxfs.made_dirs import make_dirs, remove_made
+from acxfs.library.layout import library_paths
 from acxfs.mount_table import canonical, is_mounted, live_mounts, mount_owner
+from acxfs.text import printable
 from acxfs.trust import trust_dir, xdg_dir
 
 READY_TIMEOUT = 60.0
@@ -62,7 +67,7 @@ def log_line(log_file: Path | None, message: str) -> None:
                      | os.O_CLOEXEC, 0o644)
         try:
             if stat.S_ISREG(os.fstat(fd).st_mode):
-                os.write(fd, f"{stamp} [{os.getpid()}] {message}\n".encode("utf-8",
+                os.write(fd, f"{stamp} [{os.getpid()}] {printable(message)}\n".encode("utf-8",
                                                                               "backslashreplace"))
         finally:
             os.close(fd)
@@ -136,8 +141,9 @@ def prepare_mountpoint(
         except PermissionError as exc:
             raise EnvironmentProblem(f"{mountpoint}: permission denied") from exc
         return None
-    try:
-        return make_dirs(mountpoint)[:-1]
+    try:  # no link on the way, so the directories made are where the mountpoint says
+        with safe_fs.make_dirs(mountpoint) as made:
+            return [path for path in made.made if path != os.path.abspath(mountpoint)]
     except OSError as exc:
         raise EnvironmentProblem(f"cannot create {mountpoint}: {exc.strerror}") from exc
 
@@ -236,6 +242,8 @@ def mount(plan: MountPlan) -> int:
     """Mount and return once live (background) or once unmounted (foreground).  When the
     mount fails, what `prepare_mountpoint` made for it is removed again."""
     try:
+        # Every caller's mount, the library's own included (the one that may use its `mnt`).
+        check_mountpoint(plan.mountpoint, [], None, library_mount=True)
         return _mount(replace(plan, mountpoint=canonical(plan.mountpoint)))
     except BaseException:
         if plan.created is not None:
@@ -365,11 +373,30 @@ def _stop_failed_daemon(pid: int, mountpoint: str, grace: float = 5.0) -> None:
         _detach(mountpoint, lazy_only=True)
 
 
+def check_mountpoint(mountpoint: str, inputs: list[str], log_file: Path | None,
+                     log_label: str = "--log-file", *, library_mount: bool = False) -> None:
+    """Refuse a mountpoint on, inside or holding what acxfs depends on (a mount there would
+    hide it, or make acxfs wait on its own mount).  Only the skills library's own mount
+    (`library_mount`) may use the library's `mnt`."""
+    target, own = canonical(mountpoint), canonical(str(library_paths().mnt))
+    for what, path in [("acxfs's state directory", state_dir()), ("the trust store", trust_dir()),
+                       ("the skills library's data directory", library_paths().root),
+                       *([(log_label, log_file)] if log_file is not None else []),
+                       *((f"the input {item}", Path(item)) for item in inputs)]:
+        if library_mount and target == own and what.startswith("the skills library"):
+            continue
+        if _within(target, path) or _within(path, target):
+            where = ("is" if _same_file(target, path) else "is inside"
+                     if _within(target, path) else "holds")
+            raise EnvironmentProblem(f"the mountpoint {mountpoint} {where} {what} {path}; "
+                                     "acxfs will not mount over what it depends on")
+
+
 def check_side_files(mountpoint: str, inputs: list[str], log_file: Path | None,
                      log_label: str = "--log-file") -> None:
-    """Refuse a log file or state directory the mount would have to write into itself (the
-    daemon's first write would wait on its own mount forever), and a log file that is one of
-    the files the command reads."""
+    """Refuse a mountpoint on or over what acxfs depends on (`check_mountpoint`), a log file
+    or state directory inside the mount (its daemon's first write would wait on itself
+    forever), and a log file that is one of the files the command reads."""
     for what, path in (("the state directory", state_dir()), (log_label, log_file)):
         if path is not None and _within(path, canonical(mountpoint)):
             raise EnvironmentProblem(f"{what} {path} is inside the mountpoint {mountpoint}: "
@@ -387,11 +414,22 @@ def check_side_files(mountpoint: str, inputs: list[str], log_file: Path | None,
                                      f"{state_dir() / 'mounts'}")
         if os.path.lexists(log_file) and not os.path.isfile(log_file):
             raise EnvironmentProblem(f"{log_label} {log_file} is not a regular file")
+    check_mountpoint(mountpoint, inputs, log_file, log_label)
     try:  # the daemon records its mount there as it starts: a failure then would hang it
         (state_dir() / "mounts").mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         raise EnvironmentProblem(f"cannot use the state directory {state_dir()} "
                                  f"({exc.strerror})") from exc
+
+
+def remove_made(made: list[str]) -> None:
+    """Remove the directories acxfs made for a mountpoint, innermost first, stopping at the
+    first one that is not an empty directory any more (rmdir removes nothing else)."""
+    for directory in reversed(made):
+        with contextlib.suppress(OSError):
+            os.rmdir(directory)
+            continue
+        return
 
 
 def _within(path: str | Path, directory: str | Path) -> bool:

@@ -3,21 +3,24 @@
 Invariant: only bytes the source returns as verified are written, and a directory is created
 whole or not at all: it is staged beside its destination and renamed into place, never over
 anything, only once every file in it is complete; on any failure the staging directory and
-the parents made for it are removed again.  Modes are 0644 or 0755 (executable files) less
-the process's umask; nothing else of the container's unsigned metadata is applied.
+the parents made for it are removed again.  Every step is relative to an open directory
+descriptor (`acxfs.safe_fs`, `acxfs.safe_files`): the destination's parent is reached
+without following another user's link, the staging directory is made under a fresh name and
+filled through its descriptor, so moving it, or swapping it or anything in it for a link,
+never makes acxfs write or chmod anywhere else.  Modes are 0644 or 0755 (executable files)
+less the process's umask, set with `fchmod`; nothing else of the container's unsigned
+metadata is applied.
 """
 
 from __future__ import annotations
 
 import os
-import shutil
-import tempfile
 from pathlib import Path
 from typing import BinaryIO
 
+from acxfs import safe_files, safe_fs
 from acxfs.container import Entry, Source
 from acxfs.errors import EnvironmentProblem
-from acxfs.made_dirs import current_umask, make_dirs, remove_made, rename_new
 
 STEP = 1024 * 1024  # bytes written per call
 
@@ -39,27 +42,36 @@ def extract(source: Source, dest: Path, root: str = "") -> int:
     """Write the files of `source` at or below the tree path `root` as the new directory
     `dest` (its parents created as needed); the number of files written."""
     refuse_existing(dest)
-    mask = current_umask()
-    made = make_dirs(dest.parent)
-    try:
-        # Not named after dest: a name near the 255-byte limit would leave no room.
-        staging = Path(tempfile.mkdtemp(prefix=".acxfs-extract-", dir=dest.parent))
-    except BaseException:
-        remove_made(made)
-        raise
-    try:
-        count = 0
-        for entry in source.tree.files(root):
-            target = staging / (entry.path[len(root) + 1:] if root else entry.path)
-            target.parent.mkdir(parents=True, exist_ok=True)
-            with open(target, "wb") as handle:
-                copy_verified(source, entry, handle)
-            os.chmod(target, (0o755 if entry.executable else 0o644) & ~mask)
-            count += 1
-        os.chmod(staging, 0o755 & ~mask)  # mkdtemp made it 0700
-        rename_new(staging, dest)
-    except BaseException:
-        shutil.rmtree(staging, ignore_errors=True)
-        remove_made(made)
-        raise
+    mask = safe_fs.current_umask()
+    absolute = Path(os.path.abspath(dest))
+    with safe_fs.make_dirs(absolute.parent, allow_user_symlink=True) as made:
+        try:
+            with safe_files.open_new_dir_at(made.fd, absolute.name) as staging:
+                count = _fill(source, staging.fd, root, mask)
+                os.fchmod(staging.fd, 0o755 & ~mask)
+                try:
+                    staging.commit()
+                except FileExistsError as exc:
+                    raise EnvironmentProblem(f"{dest} exists; extract writes a new "
+                                             "directory") from exc
+        except BaseException:
+            made.remove_made()
+            raise
+    return count
+
+
+def _fill(source: Source, top: int, root: str, mask: int) -> int:
+    """Write every file below `root` into the open directory `top`; how many."""
+    count = 0
+    for entry in source.tree.files(root):
+        relative = entry.path[len(root) + 1:] if root else entry.path
+        parent, _, name = relative.rpartition("/")
+        with safe_fs.make_dirs_at(top, parent) as where:
+            mode = (0o755 if entry.executable else 0o644) & ~mask
+            with safe_files.open_new_at(where.fd, name, mode) as temp:
+                blob = source.blob(entry)
+                for offset in range(0, blob.size, STEP):
+                    temp.write(blob.read(offset, STEP))
+                temp.commit(durable=False)
+        count += 1
     return count

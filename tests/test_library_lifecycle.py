@@ -499,7 +499,7 @@ def test_pack_refuses_a_version_that_is_not_semver(tmp_path: Path, local_key: No
         f"acxfs: error: --version {version!r} is not a SemVer 2.0.0 version (MAJOR.MINOR.PATCH, "
         "e.g. 1.2.0 or 2.0.0-rc.1)"]
     assert not out.exists() and result.stdout == ""
-    assert sorted(p.name for p in tmp_path.iterdir() if p.name.startswith(".acxfs-pack")) == []
+    assert sorted(p.name for p in tmp_path.iterdir() if p.name.startswith(".acxfs-")) == []
 
 
 def test_pack_accepts_a_prerelease_version(tmp_path: Path, local_key: None) -> None:

@@ -375,7 +375,7 @@ def test_a_second_sigterm_does_not_cut_the_clean_up_short(tmp_path) -> None:
     deadline = time.monotonic() + 60
     written = 0
     while written < 3000 and proc.poll() is None and time.monotonic() < deadline:
-        staging = [p for p in work.iterdir() if p.name.startswith(".acxfs-extract-")]
+        staging = [p for p in work.iterdir() if p.name.startswith(".acxfs-")]
         assets = staging[0] / "rom" / "skills" / "many-skill" / "assets" if staging else None
         written = len(os.listdir(assets)) if assets and assets.is_dir() else 0
     assert written >= 3000, "extract ended before it had written half its files"
@@ -439,17 +439,17 @@ def test_keys_and_pins_honour_the_umask(run_cli, tmp_path) -> None:
 
 def test_a_directory_another_process_makes_meanwhile_is_used_not_claimed(tmp_path,
                                                                         monkeypatch) -> None:
-    from acxfs import made_dirs
+    from acxfs import safe_fs
 
     real_mkdir = os.mkdir
 
-    def racing_mkdir(path, mode=0o777):  # the other process wins the race for "shared"
+    def racing_mkdir(path, mode=0o777, *, dir_fd=None):  # the other process wins "shared"
         if os.path.basename(path) == "shared":
-            real_mkdir(path)
-        real_mkdir(path, mode)
+            real_mkdir(path, dir_fd=dir_fd)
+        real_mkdir(path, mode, dir_fd=dir_fd)
 
     monkeypatch.setattr(os, "mkdir", racing_mkdir)
-    made = made_dirs.make_dirs(tmp_path / "shared" / "mine")
-    assert made == [str(tmp_path / "shared" / "mine")]
-    made_dirs.remove_made(made)
+    with safe_fs.make_dirs(tmp_path / "shared" / "mine") as made:
+        assert made.made == [str(tmp_path / "shared" / "mine")]
+        made.remove_made()
     assert (tmp_path / "shared").is_dir()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import os
 import sqlite3
 from pathlib import Path
 
@@ -177,16 +178,20 @@ def test_extract_honours_the_umask(run_cli, make_cartridge, trusted_registry, tm
 
 
 def test_a_finished_tree_never_replaces_a_directory_made_meanwhile(tmp_path) -> None:
-    from acxfs.made_dirs import rename_new
+    from acxfs.safe_fs import rename_noreplace_at
 
     staging, dest = tmp_path / ".staging", tmp_path / "dest"
     (staging / "sub").mkdir(parents=True)
     dest.mkdir()  # made after the caller checked that dest did not exist
-    with pytest.raises(FileExistsError):
-        rename_new(staging, dest)
-    assert (staging / "sub").is_dir() and list(dest.iterdir()) == []
-    dest.rmdir()
-    rename_new(staging, dest)
+    dirfd = os.open(tmp_path, os.O_PATH | os.O_DIRECTORY)
+    try:
+        with pytest.raises(FileExistsError):
+            rename_noreplace_at(dirfd, ".staging", dirfd, "dest")
+        assert (staging / "sub").is_dir() and list(dest.iterdir()) == []
+        dest.rmdir()
+        rename_noreplace_at(dirfd, ".staging", dirfd, "dest")
+    finally:
+        os.close(dirfd)
     assert (dest / "sub").is_dir() and not staging.exists()
 
 

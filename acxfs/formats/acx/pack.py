@@ -1,19 +1,27 @@
 """The writer: key pairs, and signed ACX 0.1 cartridges made from Agent Skill directories.
 
 `pack` refuses anything acxfs's reader would refuse (non-portable names, invalid skills,
-identical files the ACX 0.1 object table cannot hold twice) before writing a byte, writes into
-a temporary file beside the output and renames it into place only once it is complete.
+identical files the ACX 0.1 object table cannot hold twice) before writing a byte.
+
+Invariant: nothing is read or written through a link an input or output path does not name
+itself.  Each file of a skill is opened `O_NOFOLLOW` relative to its open parent directory
+and decided on by `fstat` of that same descriptor (a link, a device or a FIFO is refused,
+never followed); the bytes signed are the bytes read from it.  The cartridge is built in
+memory and written, like the key pair, through `acxfs.safe_files`: under a fresh name in the
+open output directory, mode set with `fchmod` (0644 less the umask; a private key 0600), then
+renamed into place; only a cartridge, a key being replaced with `--force`, or a link at the
+name is replaced (the link itself, never its target).
 """
 
 from __future__ import annotations
 
 import datetime as dt
+import errno
 import hashlib
 import json
 import os
 import sqlite3
 import stat
-import tempfile
 import uuid as uuidlib
 import zlib
 from collections.abc import Sequence
@@ -21,6 +29,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
+from acxfs import safe_files, safe_fs
 from acxfs.container import SEGMENT_RE
 from acxfs.dsse import IN_TOTO_PAYLOAD_TYPE, sign_envelope
 from acxfs.errors import AcxfsError, EnvironmentProblem, KeyFormatError, PackError, SkillError
@@ -30,7 +39,6 @@ from acxfs.formats.acx.schema import APPLICATION_ID, SQLITE_MAGIC, USER_VERSION,
 from acxfs.inputs import open_input
 from acxfs.jcs import canonical_bytes
 from acxfs.keys import PrivateKey, private_key_from_pem
-from acxfs.made_dirs import current_umask, make_dirs, remove_made, staged_text
 from acxfs.skills import IndexRow, index_row, is_resource
 from acxfs.trust import LOCAL_PRIVATE, LOCAL_PUBLIC, trust_dir, valid_publisher
 
@@ -51,9 +59,9 @@ def public_path_for(private_path: Path) -> Path:
 def keygen(path: Path | None = None, force: bool = False) -> tuple[Path, Path, PrivateKey]:
     """Write a new Ed25519 key pair (private PKCS#8 PEM 0600, public SPKI PEM), all or nothing.
 
-    Both files are written beside their targets and renamed into place, so a link planted at
-    either name is replaced, never written through, and a failure leaves the old pair (if
-    any) as it was."""
+    Both files are written under fresh names in the open key directory and renamed into
+    place, so a link planted at either name is replaced, never written through, and a failure
+    leaves the old pair (if any) as it was."""
     if path is None:
         private_path, public_path = trust_dir() / LOCAL_PRIVATE, trust_dir() / LOCAL_PUBLIC
     else:
@@ -63,25 +71,35 @@ def keygen(path: Path | None = None, force: bool = False) -> tuple[Path, Path, P
             if os.path.lexists(existing):  # a link, even a dangling one, is something to lose
                 raise EnvironmentProblem(f"{existing} exists; pass --force to replace it")
     for target in (private_path, public_path):
-        if target.is_dir():
+        if target.is_dir() and not target.is_symlink():
             raise EnvironmentProblem(f"{target}: is a directory")
-    private_path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
     key = PrivateKey.generate()
-    written: list[tuple[str, Path]] = []  # staged, not yet renamed into place
+    public_mode = 0o644 & ~safe_fs.current_umask()
     try:
-        for target, text, mode in ((public_path, key.public.pem, 0o644 & ~current_umask()),
-                                   (private_path, key.pem, 0o600)):
-            written.append((staged_text(target, text, mode), target))
-        while written:  # the public key first: a pair is replaced whole or not at all,
-            tmp_name, target = written[0]  # unless the second rename fails
-            try:
-                os.replace(tmp_name, target)
-            except OSError as exc:
-                raise EnvironmentProblem(f"cannot write {target} ({exc.strerror})") from exc
-            written.pop(0)
-    finally:
-        for tmp_name, _ in written:
-            Path(tmp_name).unlink(missing_ok=True)
+        made = safe_fs.make_dirs(private_path.parent, 0o700, allow_user_symlink=True)
+    except OSError as exc:
+        raise EnvironmentProblem(f"cannot write {private_path} ({exc.strerror})") from exc
+    with made:
+        dirfd = made.fd
+        try:
+            with safe_files.open_new_at(dirfd, public_path.name, public_mode) as public, \
+                    safe_files.open_new_at(dirfd, private_path.name, 0o600) as private:
+                public.write(key.public.pem.encode("ascii"))
+                private.write(key.pem.encode("ascii"))
+                # The public key first: a pair is replaced whole or not at all, unless the
+                # second rename fails.
+                for temp, target in ((public, public_path), (private, private_path)):
+                    try:
+                        temp.commit(replace=force)
+                    except FileExistsError as exc:
+                        raise EnvironmentProblem(f"{target} exists; pass --force to replace "
+                                                 "it") from exc
+                    except OSError as exc:
+                        raise EnvironmentProblem(f"cannot write {target} ({exc.strerror})") \
+                            from exc
+        except BaseException:
+            made.remove_made()
+            raise
     return private_path, public_path, key
 
 
@@ -117,28 +135,82 @@ class SourceFile:
     executable: bool
 
 
+_READ = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC
+
+
+def _not_regular(full: Path) -> PackError:
+    return PackError(f"{full}: not a regular file (links and devices cannot be packed)")
+
+
+def _unreadable(full: Path, exc: OSError) -> EnvironmentProblem:
+    # A directory left out would be signed as absent: refuse the whole pack.
+    return EnvironmentProblem(f"cannot list {full} ({exc.strerror}); nothing packed")
+
+
+def _read_all(fd: int) -> bytes:
+    chunks = []
+    while chunk := os.read(fd, 1 << 20):
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
 def collect_skill(skill_dir: Path) -> list[SourceFile]:
-    """Every regular file of one skill directory, as rom/skills/<dir>/... rows."""
-    if not skill_dir.is_dir():
-        raise EnvironmentProblem(f"{skill_dir}: not a directory")
-    dirname = skill_dir.resolve().name
-    if not (skill_dir / "SKILL.md").is_file():
-        raise PackError(f"{skill_dir}: no SKILL.md")
-    files: list[SourceFile] = []
+    """Every regular file of one skill directory, as rom/skills/<dir>/... rows.  The
+    directory named is opened as given; everything below it is opened without following a
+    link and decided on by `fstat` of the opened descriptor."""
+    try:
+        top = os.open(skill_dir, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    except (FileNotFoundError, NotADirectoryError) as exc:
+        raise EnvironmentProblem(f"{skill_dir}: not a directory") from exc
+    except OSError as exc:
+        raise _unreadable(skill_dir, exc) from exc
+    try:
+        dirname = os.path.basename(os.readlink(f"/proc/self/fd/{top}")) or skill_dir.name
+        try:
+            first = os.stat("SKILL.md", dir_fd=top, follow_symlinks=False)
+        except OSError:
+            first = None
+        if first is None or stat.S_ISDIR(first.st_mode):
+            raise PackError(f"{skill_dir}: no SKILL.md")
+        files: list[SourceFile] = []
+        _collect_dir(top, skill_dir, "", f"rom/skills/{dirname}", files)
+        return files
+    finally:
+        os.close(top)
 
-    def unreadable(exc: OSError) -> None:  # a directory left out would be signed as absent
-        raise EnvironmentProblem(f"cannot list {exc.filename} ({exc.strerror}); nothing packed")
 
-    for root, dirnames, filenames in os.walk(skill_dir, onerror=unreadable):
-        dirnames.sort()
-        linked_dirs = [d for d in dirnames if os.path.islink(os.path.join(root, d))]
-        for name in sorted(filenames) + linked_dirs:
-            full = Path(root) / name
-            rel = full.relative_to(skill_dir).as_posix()
-            sqlar_name = f"rom/skills/{dirname}/{rel}"
-            info = full.lstat()
+def _collect_dir(dirfd: int, shown: Path, rel: str, base: str, files: list[SourceFile]) -> None:
+    """The files below the open directory `dirfd` (in os.walk's order: a directory's files
+    by name, then its subdirectories by name), appended to `files`."""
+    try:
+        with os.scandir(dirfd) as listing:
+            entries = sorted((entry.name, entry.is_dir(follow_symlinks=False))
+                             for entry in listing)
+    except OSError as exc:
+        raise _unreadable(shown, exc) from exc
+    ordered = [entry for entry in entries if not entry[1]] + [e for e in entries if e[1]]
+    for name, listed_as_dir in ordered:
+        full = shown / name
+        rel_name = f"{rel}/{name}" if rel else name
+        try:
+            fd = os.open(name, _READ, dir_fd=dirfd)
+        except OSError as exc:
+            if exc.errno == errno.ELOOP:  # O_NOFOLLOW met a link
+                raise _not_regular(full) from exc
+            if listed_as_dir:
+                raise _unreadable(full, exc) from exc
+            raise EnvironmentProblem(f"cannot read {full} ({exc.strerror}); nothing "
+                                     "packed") from exc
+        try:
+            info = os.fstat(fd)  # the file opened is the file decided on and read
+            if stat.S_ISDIR(info.st_mode):
+                if f"{base}/{rel_name}".count("/") >= 64:  # no file below can be packed
+                    raise PackError(f"{full}: path deeper than 64 segments")
+                _collect_dir(fd, full, rel_name, base, files)
+                continue
             if not stat.S_ISREG(info.st_mode):
-                raise PackError(f"{full}: not a regular file (links and devices cannot be packed)")
+                raise _not_regular(full)
+            sqlar_name = f"{base}/{rel_name}"
             for segment in sqlar_name.split("/"):
                 if not SEGMENT_RE.fullmatch(segment):
                     raise PackError(f"{full}: name {segment!r} is not portable "
@@ -147,8 +219,14 @@ def collect_skill(skill_dir: Path) -> list[SourceFile]:
                 check_path(sqlar_name)
             except AcxfsError as exc:
                 raise PackError(f"{full}: {exc}") from exc
-            files.append(SourceFile(sqlar_name, full.read_bytes(), bool(info.st_mode & 0o111)))
-    return files
+            try:
+                data = _read_all(fd)
+            except OSError as exc:
+                raise EnvironmentProblem(f"cannot read {full} ({exc.strerror}); nothing "
+                                         "packed") from exc
+            files.append(SourceFile(sqlar_name, data, bool(info.st_mode & 0o111)))
+        finally:
+            os.close(fd)
 
 
 def _compress(data: bytes, how: Deflate) -> bytes:
@@ -183,24 +261,56 @@ def _oid(data: bytes) -> str:
 # --- the cartridge ------------------------------------------------------------------------
 
 
+def _is_cartridge(fd: int) -> bool:
+    """The SQLite header with the ACX application_id (big-endian at offset 68)."""
+    head = os.pread(fd, 100, 0)
+    return head.startswith(SQLITE_MAGIC) and head[68:72] == APPLICATION_ID.to_bytes(4, "big")
+
+
 def check_output(output: Path, skill_dirs: Sequence[Path]) -> None:
     """Refuse an output that would land in a skill being packed or replace a file that is not
-    a cartridge (a signing key, a note, anything else the user did not mean to lose)."""
+    a cartridge (a signing key, a note, anything else the user did not mean to lose).  A link
+    at the output is replaced by the cartridge, never written through."""
     target = Path(os.path.realpath(output))  # never raises on a symlink loop
     for skill_dir in skill_dirs:
         if target.is_relative_to(skill_dir.resolve()):
             raise PackError(f"{output} is inside the skill directory {skill_dir}; write the "
                             "cartridge elsewhere")
-    if not target.exists() or target.is_dir():
-        return  # a directory is refused where the output is written
     try:
-        with open_input(target) as handle:
-            head = handle.read(100)
+        info = os.lstat(output)
+    except OSError:
+        return  # nothing there, or a parent acxfs cannot reach: said where it is written
+    if stat.S_ISREG(info.st_mode):  # decided again, on the open directory, when written
+        absolute = os.path.abspath(output)
+        dirfd = os.open(os.path.dirname(absolute), os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC)
+        try:
+            _existing_output(dirfd, os.path.basename(absolute), output)
+        finally:
+            os.close(dirfd)
+
+
+def _existing_output(dirfd: int, name: str, shown: Path) -> bool:
+    """Whether something at `name` in `dirfd` is to be replaced (a cartridge, or a link: the
+    link itself); nothing there is False; anything else is refused."""
+    try:
+        info = os.stat(name, dir_fd=dirfd, follow_symlinks=False)
+    except FileNotFoundError:
+        return False
+    if stat.S_ISLNK(info.st_mode):
+        return True
+    if stat.S_ISDIR(info.st_mode):
+        raise EnvironmentProblem(f"{shown}: is a directory")
+    try:
+        fd = os.open(name, _READ, dir_fd=dirfd)
     except OSError as exc:
-        raise EnvironmentProblem(f"{output}: {exc.strerror}; refusing to replace it") from exc
-    # A cartridge: the SQLite header with the ACX application_id (big-endian at offset 68).
-    if not head.startswith(SQLITE_MAGIC) or head[68:72] != APPLICATION_ID.to_bytes(4, "big"):
-        raise EnvironmentProblem(f"{output} exists and is not a cartridge; refusing to replace it")
+        raise EnvironmentProblem(f"{shown}: {exc.strerror}; refusing to replace it") from exc
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode) or not _is_cartridge(fd):
+            raise EnvironmentProblem(f"{shown} exists and is not a cartridge; refusing to "
+                                     "replace it")
+    finally:
+        os.close(fd)
+    return True
 
 
 def pack(
@@ -307,66 +417,71 @@ def _write(
     index: list[IndexRow], envelope: str, rom_hash: str, key: PrivateKey, signed_at: str,
     mtime: int, deflate: Deflate, sqlar_dirs: bool,
 ) -> None:
-    output = Path(os.path.realpath(output))
-    if output.is_dir():
-        raise EnvironmentProblem(f"{output}: is a directory")
-    made: list[str] = []
+    shown = Path(os.path.abspath(output))
+    mode = 0o644 & ~safe_fs.current_umask()
     try:
-        made = make_dirs(output.parent)
-        fd, tmp_name = tempfile.mkstemp(prefix=".acxfs-pack-", suffix=".acx", dir=output.parent)
+        made = safe_fs.make_dirs(shown.parent, allow_user_symlink=True)
     except OSError as exc:
-        remove_made(made)
-        raise EnvironmentProblem(f"cannot write {output} ({exc.strerror})") from exc
-    os.close(fd)
-    try:
-        conn = sqlite3.connect(tmp_name, isolation_level=None)
+        raise EnvironmentProblem(f"cannot write {shown} ({exc.strerror})") from exc
+    with made:
         try:
-            conn.execute("PRAGMA journal_mode=OFF")
-            conn.execute("PRAGMA synchronous=OFF")
-            conn.execute(f"PRAGMA application_id={APPLICATION_ID}")
-            conn.execute(f"PRAGMA user_version={USER_VERSION}")
-            conn.execute("BEGIN")
-            create_schema(conn)
-            if sqlar_dirs:
-                dirs = sorted({f.name.rsplit("/", i)[0] for f in files
-                               for i in range(1, f.name.count("/") + 1)})
-                conn.executemany(
-                    "INSERT INTO sqlar VALUES (?, ?, ?, 0, NULL)",
-                    [(d, stat.S_IFDIR | 0o755, mtime) for d in dirs],
-                )
-            type_bits = stat.S_IFREG if sqlar_dirs else 0
+            replace = _existing_output(made.fd, shown.name, shown)
+            with safe_files.open_new_at(made.fd, shown.name, mode) as temp:
+                temp.write(_database(files, objects, meta, index, envelope, rom_hash, key,
+                                     signed_at, mtime, deflate, sqlar_dirs))
+                temp.commit(replace=replace)
+        except BaseException as exc:
+            made.remove_made()
+            if isinstance(exc, OSError):  # e.g. the disk is full
+                raise EnvironmentProblem(f"cannot write {shown} ({exc.strerror})") from exc
+            raise
+
+
+def _database(
+    files: list[SourceFile], objects: list[ObjectRow], meta: dict[str, str],
+    index: list[IndexRow], envelope: str, rom_hash: str, key: PrivateKey, signed_at: str,
+    mtime: int, deflate: Deflate, sqlar_dirs: bool,
+) -> bytes:
+    """The cartridge's bytes, built in memory: no path SQLite could be sent through."""
+    conn = sqlite3.connect(":memory:", isolation_level=None)
+    try:
+        conn.execute(f"PRAGMA application_id={APPLICATION_ID}")
+        conn.execute(f"PRAGMA user_version={USER_VERSION}")
+        conn.execute("BEGIN")
+        create_schema(conn)
+        if sqlar_dirs:
+            dirs = sorted({f.name.rsplit("/", i)[0] for f in files
+                           for i in range(1, f.name.count("/") + 1)})
             conn.executemany(
-                "INSERT INTO sqlar VALUES (?, ?, ?, ?, ?)",
-                (
-                    (f.name, type_bits | (0o755 if f.executable else 0o644),
-                     mtime if sqlar_dirs else 0, len(f.data), _compress(f.data, deflate))
-                    for f in files
-                ),
+                "INSERT INTO sqlar VALUES (?, ?, ?, 0, NULL)",
+                [(d, stat.S_IFDIR | 0o755, mtime) for d in dirs],
             )
-            conn.executemany(
-                "INSERT INTO objects VALUES (?, ?, ?, ?, ?, ?)",
-                [(o.oid, o.kind, o.source_ref, o.canon, o.zone, o.sz) for o in objects],
-            )
-            conn.executemany("INSERT INTO cartridge VALUES (?, ?)", sorted(meta.items()))
-            conn.executemany(
-                "INSERT INTO acx_skill VALUES (?,?,?,?,?,?,?,?,?,?,?)",
-                [(r.sqlar_path, r.name, r.description, r.license, r.compatibility,
-                  r.skill_version, r.body_tokens, r.content_sha256, r.resources, r.ext,
-                  r.schema_version) for r in index],
-            )
-            conn.execute(
-                "INSERT INTO signatures VALUES (?, 'rom-manifest', ?, ?, ?, ?, 'ed25519', ?)",
-                ("sig-rom-" + rom_hash[7:19], rom_hash, envelope, key.public.keyid,
-                 key.public.pem, signed_at),
-            )
-            conn.execute("COMMIT")
-        finally:
-            conn.close()
-        os.chmod(tmp_name, 0o644 & ~current_umask())
-        os.replace(tmp_name, output)
-    except BaseException as exc:
-        Path(tmp_name).unlink(missing_ok=True)
-        remove_made(made)
-        if isinstance(exc, sqlite3.OperationalError):  # e.g. the disk is full
-            raise EnvironmentProblem(f"cannot write {output} ({exc})") from exc
-        raise
+        type_bits = stat.S_IFREG if sqlar_dirs else 0
+        conn.executemany(
+            "INSERT INTO sqlar VALUES (?, ?, ?, ?, ?)",
+            (
+                (f.name, type_bits | (0o755 if f.executable else 0o644),
+                 mtime if sqlar_dirs else 0, len(f.data), _compress(f.data, deflate))
+                for f in files
+            ),
+        )
+        conn.executemany(
+            "INSERT INTO objects VALUES (?, ?, ?, ?, ?, ?)",
+            [(o.oid, o.kind, o.source_ref, o.canon, o.zone, o.sz) for o in objects],
+        )
+        conn.executemany("INSERT INTO cartridge VALUES (?, ?)", sorted(meta.items()))
+        conn.executemany(
+            "INSERT INTO acx_skill VALUES (?,?,?,?,?,?,?,?,?,?,?)",
+            [(r.sqlar_path, r.name, r.description, r.license, r.compatibility,
+              r.skill_version, r.body_tokens, r.content_sha256, r.resources, r.ext,
+              r.schema_version) for r in index],
+        )
+        conn.execute(
+            "INSERT INTO signatures VALUES (?, 'rom-manifest', ?, ?, ?, ?, 'ed25519', ?)",
+            ("sig-rom-" + rom_hash[7:19], rom_hash, envelope, key.public.keyid,
+             key.public.pem, signed_at),
+        )
+        conn.execute("COMMIT")
+        return conn.serialize()
+    finally:
+        conn.close()
