@@ -216,13 +216,19 @@ def test_a_failing_tamper_report_never_strands_the_readers_waiting_on_it() -> No
 
 
 def test_a_connection_that_cannot_open_is_no_tamper_event(make_cartridge, trusted_registry) -> None:
-    # Out of descriptors for a moment: the read fails, the file is not marked tampered.
+    # Out of descriptors for a moment: a source reads on through the connection it keeps on
+    # its checked file; a pool that must open one fails the read, and the file is not marked
+    # tampered.
     from acxfs.errors import EnvironmentProblem
     from acxfs.formats import open_source
+    from acxfs.formats.acx.connection import ConnectionPool
+    from acxfs.formats.acx.source import stored_chunks
     from acxfs.trust import load_trust
 
     store = ContentStore()
-    source, _ = open_source(str(make_cartridge()), load_trust([str(trusted_registry)]), store)
+    cart = make_cartridge()
+    source, _ = open_source(str(cart), load_trust([str(trusted_registry)]), store)
+    pool = ConnectionPool(str(cart))
     try:
         entry = next(e for e in source.tree.files() if e.size)
         held: list[int] = []
@@ -232,14 +238,17 @@ def test_a_connection_that_cannot_open_is_no_tamper_event(make_cartridge, truste
         except OSError:
             pass
         try:
+            assert source.blob(entry).size == entry.size
             with pytest.raises(EnvironmentProblem):
-                source.blob(entry)
+                store.get(pool, entry, lambda e: stored_chunks(pool, e, 65536))
         finally:
             for fd in held:
                 os.close(fd)
-        assert source.blob(entry).size == entry.size  # and it reads once descriptors are free
+        # and it reads once descriptors are free
+        assert store.get(pool, entry, lambda e: stored_chunks(pool, e, 65536)).size == entry.size
         assert store.stats.tamper_events == 0
     finally:
+        pool.close()
         source.close()
 
 

@@ -108,15 +108,19 @@ def _harden(conn: sqlite3.Connection) -> None:
         conn.enable_load_extension(False)
 
 
+class FileChanged(sqlite3.OperationalError):
+    """A connection opened another file than the one that was checked."""
+
+
 def _same_file(conn: sqlite3.Connection, identity: tuple[int, int]) -> None:
     """Refuse a connection whose file is not the one of `identity`."""
     opened = conn.execute("PRAGMA database_list").fetchone()[2]
     try:
         st = os.stat(opened)
     except OSError as exc:
-        raise sqlite3.OperationalError("the file changed since it was checked") from exc
+        raise FileChanged("the file changed since it was checked") from exc
     if (st.st_dev, st.st_ino) != identity or not stat.S_ISREG(st.st_mode):
-        raise sqlite3.OperationalError("the file changed since it was checked")
+        raise FileChanged("the file changed since it was checked")
 
 
 def _connect(uri: str, identity: tuple[int, int] | None, *, serving: bool) -> sqlite3.Connection:
@@ -199,7 +203,8 @@ class ConnectionPool:
         self._path = path
         self._uri = "file:" + urllib.parse.quote(os.path.abspath(path)) + "?mode=ro&immutable=1"
         self._identity: tuple[int, int] | None = None
-        self._anchor: _Bounded | None = None
+        self._anchor: _Bounded | None = None  # None again once closed
+        self._anchor_of_pool: _Bounded | None = None
         self._anchor_lock = threading.Lock()
         self._idle: list[_Bounded] = []
         self._busy: dict[int, _Bounded] = {}
@@ -216,7 +221,7 @@ class ConnectionPool:
         except sqlite3.Error as exc:
             raise EnvironmentProblem(f"cannot open {pin.path} ({exc})") from exc
         conn.execute(f"PRAGMA cache_size=-{ANCHOR_CACHE_KIB}")
-        pool._anchor = _Bounded(conn)
+        pool._anchor = pool._anchor_of_pool = _Bounded(conn)
         return pool
 
     def take(self) -> sqlite3.Connection:
@@ -228,7 +233,7 @@ class ConnectionPool:
     def _take(self) -> _Bounded:
         anchor = self._anchor
         if anchor is not None and self._anchor_lock.acquire(blocking=False):
-            return anchor
+            return self._held(anchor)
         budget = _BUDGET
         victim: _Bounded | None = None
         slot = False
@@ -259,19 +264,27 @@ class ConnectionPool:
         if slot:
             try:
                 bounded = self._open()
-            except (sqlite3.Error, EnvironmentProblem):
+            except EnvironmentProblem as exc:
                 with budget.cond:
                     budget.open -= 1
                     budget.cond.notify()
                 if anchor is None:
                     raise
-                self._anchor_only = True  # its path names another file now: the anchor serves
+                if isinstance(exc.__cause__, FileChanged):
+                    self._anchor_only = True  # its path names another file: the anchor serves
             else:
                 with budget.cond:
                     self._busy[id(bounded.conn)] = bounded
                 return bounded
         assert anchor is not None
         self._anchor_lock.acquire()
+        return self._held(anchor)
+
+    def _held(self, anchor: _Bounded) -> _Bounded:
+        """`anchor`, whose lock the caller now holds, unless the pool was closed meanwhile."""
+        if self._anchor is not anchor:
+            self._anchor_lock.release()
+            raise EnvironmentProblem(f"{self._path} is no longer served")
         return anchor
 
     def _open(self) -> _Bounded:
@@ -289,7 +302,7 @@ class ConnectionPool:
         return _Bounded(conn)
 
     def give(self, conn: sqlite3.Connection) -> None:
-        anchor = self._anchor
+        anchor = self._anchor_of_pool
         if anchor is not None and conn is anchor.conn:
             anchor.deadline = math.inf
             self._anchor_lock.release()
@@ -302,7 +315,7 @@ class ConnectionPool:
                 bounded.deadline = math.inf
                 self._idle.append(bounded)
                 budget.idle[id(bounded)] = (self, bounded)
-            else:
+            elif bounded is not None:
                 budget.open -= 1
             budget.cond.notify()
         if not keep:
@@ -327,7 +340,7 @@ class ConnectionPool:
             budget.cond.notify_all()
         for bounded in idle:
             bounded.conn.close()
-        anchor, self._anchor = self._anchor, None
+        with self._anchor_lock:  # a read in progress on the anchor finishes first
+            anchor, self._anchor = self._anchor, None
         if anchor is not None:
-            with self._anchor_lock:  # a read in progress on it finishes first
-                anchor.conn.close()
+            anchor.conn.close()

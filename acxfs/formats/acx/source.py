@@ -93,7 +93,7 @@ def small_rows(pool: ConnectionPool, max_stored: int) -> Iterator[tuple[int, byt
     try:
         with pool.connection() as conn:
             cursor = conn.execute(
-                "SELECT rowid, data FROM sqlar WHERE length(data) <= ?", (max_stored,))
+                "SELECT rowid, data FROM sqlar NOT INDEXED WHERE length(data) <= ?", (max_stored,))
             for rowid, data in cursor:
                 yield rowid, data if isinstance(data, bytes) else b""
     except (sqlite3.Error, UnicodeDecodeError, ValueError) as exc:
@@ -102,7 +102,7 @@ def small_rows(pool: ConnectionPool, max_stored: int) -> Iterator[tuple[int, byt
 
 def _small_blob(conn: sqlite3.Connection, rowid: int, stored_len: int) -> bytes:
     """The whole stored BLOB of one small sqlar row, in one query."""
-    row = conn.execute("SELECT data FROM sqlar WHERE rowid = ?", (rowid,)).fetchone()
+    row = conn.execute("SELECT data FROM sqlar NOT INDEXED WHERE rowid = ?", (rowid,)).fetchone()
     data = None if row is None else row[0]
     if stored_len == 0 and data is None:
         return b""
