@@ -18,7 +18,7 @@ from acxfs.errors import EnvironmentProblem, RefusedError, UntrustedError
 from acxfs.library import agents, journal, links, server, versions
 from acxfs.library.control import DaemonDown, request
 from acxfs.library.layout import LibraryPaths, library_paths
-from acxfs.library.plan import Plan as _Plan
+from acxfs.library.plan import Plan
 from acxfs.library.state import LibraryState, Link, Revision, load_state
 from acxfs.library.store import Checked, import_bundle
 from acxfs.text import printable
@@ -88,7 +88,7 @@ class Library:
                 for file in files:
                     checked.append(self._check_new(file, state, trust, checked, update_only,
                                                    allow_downgrade))
-                plan = _Plan.of(state)
+                plan = Plan.of(state)
                 for c in checked:
                     plan.install(c.revision, directories or agents.directories(None, self.home),
                                  self.paths.mnt, allow_downgrade)
@@ -122,7 +122,7 @@ class Library:
         with journal.locked(self.paths):
             self.recover()
             state = self.state()
-            plan = _Plan.of(state)
+            plan = Plan.of(state)
             for name in names:
                 identity = self.resolve(state, name)
                 plan.revert(identity, self.paths.mnt)
@@ -269,7 +269,7 @@ class Library:
         served = status.get("served")
         refused = status.get("refused")
         assert isinstance(served, dict) and isinstance(refused, dict)
-        plan = _Plan.of(state)
+        plan = Plan.of(state)
         for identity, item in state.installed.items():
             prefix = item.current.prefix
             if prefix in served and item.suspended:
@@ -297,9 +297,3 @@ class Library:
         server.stop(self.paths)
         self.say("stopped the library daemon; links dangle until: acxfs up")
         return 0
-
-
-def installed_or_fail(state: LibraryState | None) -> LibraryState:
-    if state is None:
-        raise EnvironmentProblem("the library is empty (add a bundle with: acxfs add FILE)")
-    return state

@@ -19,8 +19,8 @@ def describe_library(library: Library) -> dict[str, object]:
         state = library.state()
     library.note_trust(state)
     status = library.daemon_status()
-    served: dict[str, str] = dict(status.get("served", {})) if status else {}  # type: ignore[call-overload]
-    refused: dict[str, str] = dict(status.get("refused", {})) if status else {}  # type: ignore[call-overload]
+    served = _mapping(status, "served")
+    refused = _mapping(status, "refused")
     bundles: list[dict[str, object]] = []
     for identity, item in sorted(state.installed.items()):
         rev = item.current
@@ -46,10 +46,20 @@ def describe_library(library: Library) -> dict[str, object]:
         "daemon": None if status is None else {"pid": status.get("pid"),
                                                "mountpoint": status.get("mountpoint")},
         "bundles": bundles,
-        "failures": list(status.get("failures", [])) if status else [],  # type: ignore[call-overload]
+        "failures": _items(status, "failures"),
         "floors": {k: {"version": f.version, "installedAt": f.installed_at}
                    for k, f in sorted(state.floors.items())},
     }
+
+
+def _mapping(status: dict[str, object] | None, key: str) -> dict[str, str]:
+    value = status.get(key) if status else None
+    return {str(k): str(v) for k, v in value.items()} if isinstance(value, dict) else {}
+
+
+def _items(status: dict[str, object] | None, key: str) -> list[object]:
+    value = status.get(key) if status else None
+    return list(value) if isinstance(value, list) else []
 
 
 def render_library(doc: dict[str, object]) -> str:

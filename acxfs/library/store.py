@@ -8,22 +8,18 @@ and never changed.  What is checked is what is served.
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import os
 from dataclasses import dataclass
-from pathlib import Path
 
 from acxfs import formats, safe_files, safe_fs
 from acxfs.container import Report
-from acxfs.errors import EnvironmentProblem, UntrustedError
+from acxfs.errors import UntrustedError
 from acxfs.inputs import open_input
 from acxfs.library.layout import LibraryPaths
 from acxfs.library.links import private_dir
 from acxfs.library.state import Revision, now_text
 from acxfs.trust import TrustContext
-
-COPY_CHUNK = 1024 * 1024
 
 
 @dataclass(frozen=True)
@@ -72,23 +68,3 @@ def import_bundle(path: str, paths: LibraryPaths, trust: TrustContext) -> Checke
         if not committed:
             staged.discard()
         os.close(store_fd)
-
-
-def sha256_of(path: Path) -> str:
-    hasher = hashlib.sha256()
-    with open(path, "rb") as handle:
-        while chunk := handle.read(COPY_CHUNK):
-            hasher.update(chunk)
-    return hasher.hexdigest()
-
-
-def remove_file(paths: LibraryPaths, name: str) -> None:
-    with contextlib.suppress(FileNotFoundError):
-        os.unlink(paths.store / name)
-
-
-def require_store_file(paths: LibraryPaths, name: str) -> Path:
-    path = paths.store / name
-    if not path.is_file():
-        raise EnvironmentProblem(f"the library's store file {path} is missing")
-    return path
