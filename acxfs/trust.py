@@ -3,7 +3,10 @@
 Keys come only from outside the container: `acx.trust-registry/1` files, pins the user made
 with `acxfs trust add`, the local key made by `acxfs keygen`, and `--registry` / `--trust-key`
 for one command.  A `TrustContext` is built from those files and does no other I/O;
-`TrustContext.evaluate` maps a signer that already verified to a verdict (section 6).
+`TrustContext.evaluate` maps a signer that already verified to a verdict (section 6).  Every
+stored pin names exactly one publisher (a stored pin naming none is ignored, with a warning
+naming it); only a `--trust-key` key, given for one command, covers any publisher.  Nothing of
+the store is read from another filesystem than the store's directory (a mount inside it).
 """
 
 from __future__ import annotations
@@ -16,17 +19,20 @@ import os
 import re
 import shlex
 import stat
+import sys
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from acxfs import strict_json
 from acxfs import verdict as v
-from acxfs.errors import EnvironmentProblem, KeyFormatError, TrustConfigError
+from acxfs.errors import EnvironmentProblem, KeyFormatError, TrustConfigError, UnsafePathError
 from acxfs.inputs import open_input
 from acxfs.keys import PublicKey, load_public_key_file, public_key_from_pem
 from acxfs.limits import DEFAULT_LIMITS, Limits
-from acxfs.made_dirs import current_umask, staged_text
+from acxfs.safe_files import replace_file_at
+from acxfs.safe_fs import current_umask, make_dirs
+from acxfs.text import printable
 
 REGISTRY_SCHEMA = "acx.trust-registry/1"
 _TOP_FIELDS = {"schemaVersion", "registryId", "updatedAt", "keys"}
@@ -89,7 +95,8 @@ class RegistryKey:
 
 @dataclass(frozen=True)
 class Pin:
-    """A key the user chose to trust, for one publisher or (publisher None) for any."""
+    """A key the user chose to trust: a stored pin for one publisher, or (publisher None)
+    a `--trust-key` key for any publisher, for one command only."""
 
     keyid: str
     key: PublicKey
@@ -280,11 +287,12 @@ def load_trust(
     store = trust_dir() if store is None else store
     ctx = TrustContext()
     check_guarded_path(store)
+    device = store_device(store)
     reg_dir = store / "registries"
     if reg_dir.is_dir():
-        check_guarded(reg_dir)
+        check_guarded(reg_dir, device)
         for installed in sorted(reg_dir.glob("*.json")):
-            check_guarded(installed)
+            check_guarded(installed, device)
             ctx.registry.extend(load_registry_file(installed, limits))
     for given in registries:
         ctx.registry.extend(load_registry_file(given, limits))
@@ -293,9 +301,10 @@ def load_trust(
         key = load_public_key_file(key_file)
         ctx.pins.append(Pin(key.keyid, key, None, key_file))
     local_pub = store / LOCAL_PUBLIC
+    if local_pub.parent.is_dir():
+        check_guarded(local_pub.parent, device)
     if local_pub.is_file():
-        check_guarded(local_pub.parent)
-        check_guarded(local_pub)
+        check_guarded(local_pub, device)
         key = load_public_key_file(str(local_pub))
         ctx.local[key.keyid] = key
     return ctx
@@ -322,17 +331,34 @@ def check_guarded_path(store: Path) -> None:
                 "whoever owns it could put another store in its place")
 
 
-def check_guarded(path: Path) -> None:
+def store_device(store: Path) -> int | None:
+    """The device of the store's directory (None when there is no store yet)."""
+    try:
+        return os.stat(store).st_dev
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        raise TrustConfigError(f"cannot inspect trust store {store}: {exc.strerror}") from exc
+
+
+def check_guarded(path: Path, device: int | None = None) -> None:
     """Refuse a part of the trust store that someone else can change: whoever can write a
     pin, a registry or the local key there chooses which keys this user trusts.  It must
     belong to this user or root and not be writable by others (group-writable is allowed:
-    with per-user groups, the usual Debian set-up, the group is the user)."""
+    with per-user groups, the usual Debian set-up, the group is the user), and lie on
+    `device`, the store directory's (a filesystem mounted inside the store, an unsigned
+    cartridge over `keys/` say, would choose them too)."""
     try:
         info = os.stat(path)
     except FileNotFoundError:
         return
     except OSError as exc:
         raise TrustConfigError(f"cannot inspect trust store {path}: {exc.strerror}") from exc
+    if device is not None and info.st_dev != device:
+        raise TrustConfigError(
+            f"trust store {path} lies on another filesystem than the trust store's directory "
+            "(something is mounted inside the store): whoever made that mount would choose "
+            "which keys you trust; unmount it")
     if info.st_uid not in (os.getuid(), 0):
         raise TrustConfigError(
             f"trust store {path} belongs to uid {info.st_uid}, not to you or root: whoever owns "
@@ -367,10 +393,10 @@ def _load_pin(path: Path) -> Pin:
         key = public_key_from_pem(str(doc["publicKeyPem"]))
         if key.keyid != doc["keyid"]:
             raise ValueError("keyid does not match its key")
-        # Any publisher only when the pin says so (null): a pin that lost the field must not
-        # quietly trust its key for every publisher.
+        # A pin that lost the field is broken, not a pin for every publisher; one that says
+        # null names no publisher and is ignored (`list_pins`).
         if "publisherId" not in doc:
-            raise ValueError("publisherId is missing (null means any publisher)")
+            raise ValueError("publisherId is missing")
         publisher = doc["publisherId"]
         if not (publisher is None or isinstance(publisher, str)):
             raise ValueError("publisherId is neither a string nor null")
@@ -384,11 +410,12 @@ def pin_path(store: Path, keyid: str) -> Path:
     return store / "pins" / (hashlib.sha256(keyid.encode()).hexdigest()[:32] + ".json")
 
 
-def add_pin(key: PublicKey, publisher: str | None, note: str, store: Path | None = None) -> Path:
-    """Record `key` as trusted for `publisher` (None: any publisher). Atomic; replaces a pin."""
+def add_pin(key: PublicKey, publisher: str, note: str, store: Path | None = None) -> Path:
+    """Record `key` as trusted for `publisher`. Atomic; replaces a pin."""
+    if not valid_publisher(publisher):
+        raise EnvironmentProblem(f"publisher {publisher!r} is not a reverse-DNS name")
     store = trust_dir() if store is None else store
     path = pin_path(store, key.keyid)
-    path.parent.mkdir(parents=True, exist_ok=True)
     doc = {
         "keyid": key.keyid,
         "publicKeyPem": key.pem,
@@ -396,27 +423,36 @@ def add_pin(key: PublicKey, publisher: str | None, note: str, store: Path | None
         "addedAt": dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
         "note": note,
     }
-    # A file of its own beside the pin (never a fixed name: two adds at once would share it,
-    # and a link planted there would be written through), renamed into place.
-    tmp = staged_text(path, json.dumps(doc, indent=2) + "\n", 0o644 & ~current_umask())
-    try:
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    # Written relative to the pins directory's descriptor under a fresh name and renamed into
+    # place (a link planted at the pin's name is replaced, never written through).  The
+    # store's own path is resolved first: check_guarded_path vouches for every directory above.
+    data = (json.dumps(doc, indent=2) + "\n").encode()
+    with make_dirs(os.path.realpath(path.parent)) as made:
+        try:
+            replace_file_at(made.fd, path.name, data, 0o644 & ~current_umask())
+        except UnsafePathError:
+            # Another `trust add` of this key renamed its pin over this one meanwhile: that
+            # is no refusal when what is there now pins the same key for the same publisher.
+            try:
+                there = _load_pin(path)
+            except TrustConfigError:
+                there = None
+            if there is None or (there.keyid, there.publisher) != (key.keyid, publisher):
+                raise
     return path
 
 
 def pin_key(key: PublicKey, publisher: str | None, note: str) -> tuple[Path, str | None]:
-    """Pin `key` for `publisher` (None: any) in the trust store; returns the pin file and
-    the publisher of an earlier pin of that key it replaced, if it named another one.  A
-    key pinned for one publisher is never widened to any publisher by omission."""
+    """Pin `key` for `publisher` in the trust store; returns the pin file and the publisher
+    of an earlier pin of that key it replaced, if it named another one.  No publisher, no
+    pin: a pin always names the one publisher its key is trusted for."""
     from_before = next((p for p in list_pins() if p.keyid == key.keyid), None)
-    if publisher is None and from_before is not None and from_before.publisher is not None:
+    if publisher is None:
+        now = (f" (it is pinned for publisher {from_before.publisher} now)"
+               if from_before is not None and from_before.publisher is not None else "")
         raise EnvironmentProblem(
-            f"{key.keyid} is pinned for publisher {from_before.publisher} only; pinning it "
-            "again without --publisher would trust it for any publisher. Pass --publisher, "
-            f"or run 'acxfs trust remove {key.keyid}' first")
+            f"no publisher to pin {key.keyid} for{now}: a pin trusts a key for one publisher; "
+            "pass --publisher ID")
     path = add_pin(key, publisher, note)
     replaced = (from_before.publisher if from_before is not None
                 and from_before.publisher != publisher else None)
@@ -441,16 +477,38 @@ def remove_pin(keyid: str, store: Path | None = None) -> bool:
 
 
 def list_pins(store: Path | None = None) -> list[Pin]:
+    """The store's pins, each for one publisher; a pin naming none is left out, with a
+    warning naming it (once per process and file)."""
     store = trust_dir() if store is None else store
     pin_dir = store / "pins"
     if not pin_dir.is_dir():
         return []
-    check_guarded(pin_dir)
+    device = store_device(store)
+    check_guarded(pin_dir, device)
     pins = []
     for pin_file in sorted(pin_dir.glob("*.json")):
-        check_guarded(pin_file)
-        pins.append(_load_pin(pin_file))
+        check_guarded(pin_file, device)
+        pin = _load_pin(pin_file)
+        if pin.publisher is None:
+            warn_once(f"pinned key {pin_file} ({pin.keyid}) names no publisher and is ignored; "
+                      f"pin the key again for its publisher: acxfs trust add KEY.pub.pem "
+                      "--publisher ID")
+            continue
+        pins.append(pin)
     return pins
+
+
+_WARNED: set[str] = set()
+
+
+def warn_once(message: str) -> None:
+    """One line on stderr (`acxfs: warning: ...`), said once per process."""
+    if message in _WARNED:
+        return
+    _WARNED.add(message)
+    if sys.stderr is not None:
+        with contextlib.suppress(OSError, ValueError):
+            print(printable(f"acxfs: warning: {message}"), file=sys.stderr, flush=True)
 
 
 def valid_publisher(publisher: str) -> bool:

@@ -97,7 +97,7 @@ def test_conformance_fixture_reproduces_expectations(run_cli, tmp_path: Path, na
 
     want = EXPECTATIONS["fixtures"][name]
     keys = conformance_trust_files(tmp_path)
-    argv: list[object] = ["verify", "--deep", AZP / name]
+    argv: list[object] = ["verify", AZP / name]  # plain verify: it checks every byte
     for path in keys:
         argv += ["--trust-key", path]
     result = run_cli(*argv)
@@ -134,14 +134,16 @@ def test_conformance_fixture_is_never_mounted(tmp_path: Path, name: str) -> None
         assert verdict.trust == "incompatible" and 'kind "skill"' in verdict.summary
 
 
-def test_digest_mismatch_fixture_needs_deep_verify(run_cli) -> None:
-    # The shallow check reads no payload: it cannot see this (unsigned) mismatch; --deep and
-    # every read do.
+def test_digest_mismatch_fixture_is_tampered_with_plain_verify(run_cli) -> None:
+    # Plain verify (and its synonym --deep) hashes every payload; only --quick, the mount's
+    # check, reads none and cannot see this (unsigned) mismatch, which every read then finds.
     path = AZP / "digest-mismatch.azp"
-    assert run_cli("verify", path).verdict == LEGACY
-    deep = run_cli("verify", "--deep", path)
-    assert (deep.code, deep.verdict) == (
-        5, TAMPERED + "Digest mismatch: 'assets/grade.cube' differs from its manifest digest.")
+    want = (5, TAMPERED + "Digest mismatch: 'assets/grade.cube' differs from its manifest digest.")
+    for flags in ([], ["--deep"]):
+        result = run_cli("verify", *flags, path)
+        assert (result.code, result.verdict) == want
+    assert run_cli("verify", "--quick", path).verdict == LEGACY
+    assert run_cli("verify", "--quick", "--deep", path).code == 2  # one or the other
 
 
 def test_countersigned_fixture_is_untrusted_without_the_registry_key(run_cli) -> None:
@@ -607,11 +609,13 @@ def test_entry_larger_than_its_central_directory_size_fails(
     payload = {**DEMO_PAYLOAD, GUIDE: body}
     pkg = write_azp(tmp_path / "grown.azp", payload, skill_manifest(payload))
     patch_sizes(pkg, GUIDE, len(body) // 2)  # the digest is still that of the real bytes
-    assert run_cli("verify", pkg, "--trust-key", trust_key).code == 0  # sizes are not signed
+    # sizes are not signed: the quick check passes it
+    assert run_cli("verify", "--quick", pkg, "--trust-key", trust_key).code == 0
     cat = run_cli("cat", pkg, GUIDE, "--trust-key", trust_key)
     assert cat.code == 5 and "inflates past its size" in cat.err and cat.out == ""
     deep = run_cli("verify", "--deep", pkg, "--trust-key", trust_key)
     assert deep.code == 5
+    assert run_cli("verify", pkg, "--trust-key", trust_key).code == 5
 
 
 def test_kind_code_package_verifies_but_is_not_mounted(

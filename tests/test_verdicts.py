@@ -537,9 +537,9 @@ def test_file_content_edit_is_invisible_to_shallow_verify(
     cart = make_cartridge()
     data, sz = BLOB_EDITS[blob_edit](DEMO_FILES[NOTES])
     replace_blob(cart, NOTES, data, sz)
-    result = run_cli("verify", cart, "--registry", trusted_registry)
-    assert (result.code, result.verdict) == (0, TRUSTED)  # shallow verify does not inflate
-    assert run_cli("verify", cart).verdict == PORTABLE
+    result = run_cli("verify", "--quick", cart, "--registry", trusted_registry)
+    assert (result.code, result.verdict) == (0, TRUSTED)  # the quick check does not inflate
+    assert run_cli("verify", "--quick", cart).verdict == PORTABLE
 
 
 @pytest.mark.parametrize("blob_edit", sorted(BLOB_EDITS))
@@ -564,15 +564,16 @@ def test_untouched_cartridge_passes_deep_verify(run_cli, make_cartridge, trusted
 
 def test_shallow_verify_reads_no_file_content(run_cli, make_cartridge, trusted_registry) -> None:
     cart = make_cartridge()
-    before = run_cli("verify", cart, "--registry", trusted_registry)
+    before = run_cli("verify", "--quick", cart, "--registry", trusted_registry)
     conn = sqlite3.connect(cart)
     rows = conn.execute("SELECT name, length(data) FROM sqlar WHERE data IS NOT NULL").fetchall()
     for name, length in rows:
         conn.execute("UPDATE sqlar SET data = ? WHERE name = ?", (os.urandom(length), name))
     conn.commit()
     conn.close()
-    after = run_cli("verify", cart, "--registry", trusted_registry)
+    after = run_cli("verify", "--quick", cart, "--registry", trusted_registry)
     assert (after.code, after.verdict) == (before.code, before.verdict) == (0, TRUSTED)
+    assert run_cli("verify", cart, "--registry", trusted_registry).code == 5  # plain: every byte
 
 
 def test_injected_rom_row_is_tampered(run_cli, make_cartridge, trusted_registry) -> None:

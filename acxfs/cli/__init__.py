@@ -2,7 +2,8 @@
 
 Every command parses its arguments, calls the library and prints; it returns an exit code,
 and a library error becomes one line on stderr (see `acxfs.cli.common.run`).  `main(argv)`
-runs one command in-process; `main_entry` is the console script.
+runs one command in-process; `main_entry` is the console script, whose stdout and stderr
+show what their encoding cannot hold as backslash escapes (never a UnicodeEncodeError).
 """
 
 from __future__ import annotations
@@ -67,9 +68,19 @@ class _ClosedOutput(io.RawIOBase):
         raise OSError(errno.EBADF, "standard output is closed")
 
 
+def escape_unencodable() -> None:
+    """Text the standard streams' encoding cannot hold (a publisher name in Chinese on an
+    ASCII terminal) is written as backslash escapes instead of ending the command."""
+    for stream in (sys.stdout, sys.stderr):
+        if isinstance(stream, io.TextIOWrapper):
+            with contextlib.suppress(ValueError, OSError):  # a stream closed under us
+                stream.reconfigure(errors="backslashreplace")
+
+
 def main_entry() -> None:
     if sys.stdout is None:
         sys.stdout = io.TextIOWrapper(io.BufferedWriter(_ClosedOutput()), encoding="utf-8")
+    escape_unencodable()
     code = main()
     # Exit without freeing a large verified tree object by object: the OS reclaims it at once.
     for stream in (sys.stdout, sys.stderr):  # None when the descriptor was closed (>&-)

@@ -30,11 +30,18 @@ from acxfs.verdict import Verdict
 
 
 def add_commands(subs: SubParsers) -> None:
-    p = add_command(subs, "verify", "check a container's signature, manifest and signer trust",
+    p = add_command(subs, "verify",
+                    "check a container's structure, signature, manifest, signer trust and "
+                    "every byte of every file",
                     "acxfs verify research.acx --registry registry.json", cmd_verify)
     p.add_argument("container", metavar="CART")
-    p.add_argument("--deep", action="store_true",
-                   help="also inflate and hash every file and re-derive the skill index")
+    depth = p.add_mutually_exclusive_group()
+    depth.add_argument("--quick", action="store_true",
+                       help="only the check a mount makes before serving: structure, signature, "
+                       "manifest and trust, no file content")
+    depth.add_argument("--deep", action="store_true",
+                       help="inflate and hash every file and re-derive the skill index (the "
+                       "default; kept as a synonym)")
     p.add_argument("--json", action="store_true", help="print the result as JSON")
     trust_options(p)
 
@@ -91,11 +98,12 @@ def verdict_json(verdict: Verdict) -> dict[str, object]:
 
 
 def cmd_verify(args: argparse.Namespace) -> int:
-    report = formats.check(args.container, trust_of(args), deep=args.deep)
+    deep = not args.quick
+    report = formats.check(args.container, trust_of(args), deep=deep)
     verdict = report.verdict
     if args.json:  # json.dumps escapes every control character itself
         doc = verdict_json(verdict) | {"container": args.container, "format": report.format,
-                                       "deep": args.deep, "warnings": report.warnings}
+                                       "deep": deep, "warnings": report.warnings}
         print(json.dumps(doc, indent=2))
         return verdict.exit_code
     print(verdict.line)

@@ -13,6 +13,7 @@ from acxfs import formats
 from acxfs.cli.common import SubParsers, add_command, say
 from acxfs.errors import EnvironmentProblem
 from acxfs.library.manager import Library
+from acxfs.text import printable
 from acxfs.trust import list_pins, load_trust, remove_pin, trust_dir
 
 
@@ -25,9 +26,9 @@ def add_commands(subs: SubParsers) -> None:
                     "  acxfs trust add key.pub.pem --publisher com.example", cmd_trust_add)
     q.add_argument("source", metavar="CART|PKG|PUB.pem")
     q.add_argument("--publisher", metavar="ID",
-                   help="publisher the key is trusted for (default: a container's signed "
-                   "publisher; for a key file, any publisher, which is refused when the key is "
-                   "already pinned for one)")
+                   help="the one publisher the key is trusted for (default: a container's "
+                   "signed publisher; required for a key file and for a container whose "
+                   "signed statement names none)")
     add_command(actions, "list", "list pinned keys", "acxfs trust list", cmd_trust_list)
     q = add_command(actions, "remove", "remove a pinned key",
                     "acxfs trust remove ed25519:ab12...", cmd_trust_remove)
@@ -41,7 +42,7 @@ def cmd_trust_help(args: argparse.Namespace) -> int:
 def cmd_trust_add(args: argparse.Namespace) -> int:
     keyid, publisher, path, replaced = formats.pin_from(args.source, args.publisher)
     print(f"pinned {keyid}")
-    print(f"publisher: {publisher or 'any'}")
+    print(printable(f"publisher: {publisher}"))
     if replaced is not None:
         print(f"replaces its pin for publisher {replaced}")
     print(f"stored in {path}")
@@ -52,10 +53,10 @@ def cmd_trust_add(args: argparse.Namespace) -> int:
 def cmd_trust_list(args: argparse.Namespace) -> int:
     ctx = load_trust()
     for pin in list_pins():
-        print(f"{pin.keyid}  pinned  publisher={pin.publisher or 'any'}")
+        print(printable(f"{pin.keyid}  pinned  publisher={pin.publisher}"))
     for record in ctx.registry:
-        print(f"{record.keyid}  registry  publisher={record.publisher} status={record.status} "
-              f"({record.source})")
+        print(printable(f"{record.keyid}  registry  publisher={record.publisher} "
+                        f"status={record.status} ({record.source})"))
     for keyid in ctx.local:
         print(f"{keyid}  local")
     print(f"trust store: {trust_dir()}")

@@ -110,17 +110,22 @@ def signer_key(path: str) -> tuple[PublicKey, str | None]:
     return _of(report).signer_key(report, verdict.keyid), verdict.publisher
 
 
-def pin_from(
-    source: str, publisher: str | None
-) -> tuple[str, str | None, Path, str | None]:
+def pin_from(source: str, publisher: str | None) -> tuple[str, str, Path, str | None]:
     """`acxfs trust add`: pin the key that signed the container `source` (only after its
     signature verified with that key and its integrity checks passed), or the public key
-    file `source`.  Returns (keyid, publisher, pin file, the publisher of a pin of that key
-    it replaced, if it named another one)."""
+    file `source`, for exactly one publisher: `publisher`, else the one the container's
+    signed statement names; none (or one that is no reverse-DNS name) is no pin.  Returns
+    (keyid, publisher, pin file, the publisher of a pin of that key it replaced, if it named
+    another one)."""
     if publisher is not None and not valid_publisher(publisher):
         raise EnvironmentProblem(f"publisher {publisher!r} is not a reverse-DNS name")
     if _matching(source) is not None:
         key, signed_publisher = signer_key(source)
+        if publisher is None and signed_publisher is not None \
+                and not valid_publisher(signed_publisher):
+            raise EnvironmentProblem(
+                f"{source} is signed for publisher {signed_publisher!r}, which is not a "
+                "reverse-DNS name; pass --publisher ID")
         chosen = publisher or signed_publisher
         note = f"pinned from {Path(source).name}"
     else:
@@ -128,4 +133,5 @@ def pin_from(
         chosen = publisher
         note = f"pinned from key file {Path(source).name}"
     path, replaced = pin_key(key, chosen, note)
+    assert chosen is not None  # pin_key makes no pin without a publisher
     return key.keyid, chosen, path, replaced

@@ -25,7 +25,12 @@ RESERVED = frozenset({MANIFEST, SIGNATURE})
 SKILLS_ROOT = "skills"
 
 _DIGEST_RE = re.compile(r"sha256-([0-9a-f]{64})")
-_COMPAT_RE = re.compile(r"\s*(>=|<=|>|<|=)?\s*([0-9]+)(?:\.([0-9]+))?(?:\.([0-9]+))?\s*")
+# Each version part at most COMPAT_DIGITS digits: int() refuses a string of over 4,300 digits
+# with a ValueError, and no API version needs more than a few.
+COMPAT_DIGITS = 9
+COMPAT_SHOWN = 64  # characters of an unmet compat the verdict line quotes
+_PART = f"([0-9]{{1,{COMPAT_DIGITS}}})"
+_COMPAT_RE = re.compile(rf"\s*(>=|<=|>|<|=)?\s*{_PART}(?:\.{_PART})?(?:\.{_PART})?\s*")
 _SAFE_ID_RE = re.compile(r"[^\s/\\\ufeff]+")
 
 
@@ -111,7 +116,8 @@ def skill_problems(manifest: dict[str, object], files: dict[str, bytes]) -> list
 
 
 def compat_satisfied(compat: str, host: tuple[int, int, int] = API_VERSION) -> bool:
-    """The azphalt 0.1 compat grammar: one optional comparator (default >=) and a version."""
+    """The azphalt 0.1 compat grammar: one optional comparator (default >=) and a version
+    (each part at most COMPAT_DIGITS digits: a longer one is not satisfied)."""
     match = _COMPAT_RE.fullmatch(compat)
     if match is None:
         return False
@@ -127,9 +133,12 @@ def check_compat(manifest: dict[str, object]) -> None:
     if compat is None:
         return
     if not isinstance(compat, str) or not compat_satisfied(compat):
+        shown = repr(compat)
+        if len(shown) > COMPAT_SHOWN:
+            shown = f"{shown[:COMPAT_SHOWN]}... ({len(str(compat))} characters)"
         raise Refused(v.Verdict(
             "incompatible",
-            f"Package requires azphalt API {compat!r}; acxfs implements {API_VERSION_TEXT}.",
+            f"Package requires azphalt API {shown}; acxfs implements {API_VERSION_TEXT}.",
         ))
 
 

@@ -1,10 +1,13 @@
 """The zip layer of an .azp package: central directory, local headers, small entries.
 
 Invariant: `read_members` returns an entry only for a record whose path is safe and unique,
-whose method is stored or deflate, unencrypted, within the size limits, whose local header
-agrees with the central directory, and whose data ends before the next header; no payload
-is read.  `read_small` inflates only the two metadata entries, within a bound, CRC checked;
-the payload's stored bytes (`stored_chunks`) go only to `acxfs.content`.
+whose method is stored or deflate, unencrypted, within the size limits, and whose local header
+agrees with the central directory, of an archive with no byte outside its listed entries: the
+first listed entry starts at offset 0 and each one (local header, name, extra field, data,
+data descriptor) ends where the next begins, the last where the central directory begins (no
+hidden local entry a reader walking local headers would meet); no payload is read.
+`read_small` inflates only the two metadata entries, within a bound, CRC checked; the
+payload's stored bytes (`stored_chunks`) go only to `acxfs.content`.
 """
 
 from __future__ import annotations
@@ -27,6 +30,8 @@ from acxfs.text import sentence
 _LOCAL_HEADER = struct.Struct("<4sHHHHHLLLHH")
 _LOCAL_MAGIC = b"PK\x03\x04"
 _ENCRYPTED_FLAGS = 0x0001 | 0x0040 | 0x2000
+_DESCRIPTOR_FLAG = 0x0008  # sizes and CRC follow the data, in a data descriptor
+_DESCRIPTOR_MAGIC = b"PK\x07\x08"
 _UTF8_FLAG = 0x0800
 _CODECS: dict[int, Codec] = {zipfile.ZIP_STORED: "stored", zipfile.ZIP_DEFLATED: "deflate"}
 _ZIP_ERRORS = (
@@ -58,6 +63,7 @@ class Member:
     crc: int
     data_offset: int
     mtime: int
+    descriptor: bool = False  # a data descriptor follows the data
 
 
 def _path_problem(name: str, limits: Limits) -> str | None:
@@ -175,14 +181,37 @@ def _data_offset(fd: int, info: zipfile.ZipInfo) -> int:
     return int(info.header_offset + _LOCAL_HEADER.size + name_len + extra_len)
 
 
-def _check_layout(members: list[Member], central_start: int) -> None:
-    """Each entry's data must end before the next local header (or the central directory)."""
+def _descriptor_fits(fd: int, member: Member, gap: int) -> bool:
+    """`gap` bytes after `member`'s data are exactly its data descriptor: the optional
+    signature, its CRC-32 and both sizes (4 or, ZIP64, 8 bytes each), as the central
+    directory records them."""
+    if not member.descriptor or gap not in (12, 16, 20, 24):
+        return False
+    raw = os.pread(fd, gap, member.data_offset + member.stored_size)
+    if len(raw) != gap or (gap in (16, 24)) != raw.startswith(_DESCRIPTOR_MAGIC):
+        return False
+    body = raw[4:] if gap in (16, 24) else raw
+    crc, sizes = struct.unpack_from("<L", body)[0], body[4:]
+    wide = len(sizes) == 16
+    stored, size = struct.unpack("<QQ" if wide else "<LL", sizes)
+    return (crc, stored, size) == (member.crc, member.stored_size, member.size)
+
+
+def _check_layout(fd: int, members: list[Member], central_start: int) -> None:
+    """The listed entries cover every byte up to the central directory: the first starts at
+    offset 0 and each ends (data descriptor included) where the next one starts."""
     ordered = sorted(members, key=lambda m: m.header_offset)
-    ends = [m.header_offset for m in ordered[1:]] + [central_start]
-    for member, limit in zip(ordered, ends[: len(ordered)], strict=True):
+    starts = [m.header_offset for m in ordered] + [central_start]
+    if starts[0] != 0:
+        raise malformed("the archive holds bytes before its first listed zip entry")
+    for member, limit in zip(ordered, starts[1:], strict=True):
         end = member.data_offset + member.stored_size
         if end > limit:
             raise malformed(f"zip entry {member.name!r} overlaps other data")
+        if end < limit and not _descriptor_fits(fd, member, limit - end):
+            after = "the central directory" if limit == central_start else "the next entry"
+            raise malformed(f"zip entry {member.name!r} is followed by bytes no listed entry "
+                            f"holds (before {after})")
 
 
 def read_members(handle: BinaryIO, limits: Limits) -> dict[str, Member]:
@@ -205,8 +234,12 @@ def read_members(handle: BinaryIO, limits: Limits) -> dict[str, Member]:
         members[name] = Member(
             index, name, info.header_offset, info.file_size, info.compress_size, codec,
             info.CRC, offset, _zip_mtime(info.date_time),
+            bool(info.flag_bits & _DESCRIPTOR_FLAG),
         )
-    _check_layout(list(members.values()), central_start)
+    try:
+        _check_layout(fd, list(members.values()), central_start)
+    except OSError as exc:
+        raise malformed(f"the archive cannot be read ({exc})") from exc
     return members
 
 

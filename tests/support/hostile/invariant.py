@@ -1,11 +1,11 @@
 """The invariant every mutant must keep, checked through the real command.
 
 For every mutant (`check_mutant`):
-  * `acxfs verify`, `acxfs verify --deep` and `acxfs inspect` end with a verdict line and an
+  * `acxfs verify --quick`, `acxfs verify` and `acxfs inspect` end with a verdict line and an
     exit code in {0, 3, 4, 5, 6}; 2 only when the mutated trust registry is unusable (with one
     `acxfs: error:` line). Never a traceback, a hang, or a terminal control character taken
     from the file;
-  * when `verify` accepts (exit 0, the original signer trusted through a registry or
+  * when `verify --quick` accepts (exit 0, the original signer trusted through a registry or
     --trust-key), `acxfs cat` of every file either prints exactly the original signed bytes of
     that path or fails with exit 5 and prints nothing, and `inspect` shows as signed only the
     original signed cartridge facts.
@@ -89,16 +89,16 @@ def check_mutant(mutant: Mutant) -> Result:
     started = time.monotonic()
     result = Result(list(mutant.steps))
     target = str(mutant.path)
-    shallow = run_main(["verify", target, *mutant.trust_args])
-    deep = run_main(["verify", "--deep", target, *mutant.trust_args])
-    _check_verdict_run(shallow, "verify", mutant.registry_mutated, result)
-    _check_verdict_run(deep, "verify --deep", mutant.registry_mutated, result)
+    shallow = run_main(["verify", "--quick", target, *mutant.trust_args])
+    deep = run_main(["verify", target, *mutant.trust_args])  # every byte
+    _check_verdict_run(shallow, "verify --quick", mutant.registry_mutated, result)
+    _check_verdict_run(deep, "verify", mutant.registry_mutated, result)
     result.shallow, result.deep = shallow.code, deep.code
     result.verdict = deep.out.splitlines()[0] if deep.out else deep.err.strip()[:120]
     if shallow.code is not None and deep.code is not None and shallow.code != deep.code and not (
         shallow.code in (0, 4) and deep.code == 5  # deep finds content edits of signed files
     ):
-        result.inconsistencies.append(f"verify {shallow.code} but --deep {deep.code}")
+        result.inconsistencies.append(f"verify --quick {shallow.code} but verify {deep.code}")
     inspect = run_main(["inspect", target, *mutant.trust_args])
     _check_verdict_run(inspect, "inspect", mutant.registry_mutated, result)
     if shallow.code == 0 and shallow.tb is None:
