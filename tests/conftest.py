@@ -1,5 +1,6 @@
 """Shared fixtures: isolated user state, signing keys, cartridges built by the independent
-writer (``cartwriter``), and an in-process CLI runner."""
+writer (``cartwriter``), an in-process CLI runner, the skills library's teardown and local key,
+and the directories of the attacks made as another user."""
 
 from __future__ import annotations
 
@@ -10,8 +11,10 @@ from typing import Any, NamedTuple
 
 import pytest
 
+from tests.support import attacker, library
 from tests.support import cartwriter as cw
 from tests.support.demo import DEMO_CAPABILITIES, DEMO_FILES, DEMO_MEMORIES, PUBLISHER
+from tests.support.mounting import acxfs
 
 _DEFAULT: Any = object()
 
@@ -152,3 +155,47 @@ def fuse_available(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[N
     for mountpoint in left:
         force_cleanup(mountpoint)
     assert not left, f"acxfs mounts left behind: {left}"
+
+
+# --- the skills library --------------------------------------------------------------------
+
+
+@pytest.fixture
+def library_stops() -> Iterator[None]:
+    """For the library's test modules (``pytest.mark.usefixtures("library_stops")``): stop the
+    library daemon after the test; fail if a mount outlives it."""
+    yield
+    library.stop_library()
+
+
+@pytest.fixture
+def local_key() -> None:
+    """A local publisher key, made by the real ``acxfs keygen`` in the isolated state."""
+    library.ok(acxfs("keygen"))
+
+
+# --- the agents -------------------------------------------------------------------------
+
+
+@pytest.fixture
+def project(tmp_path: Path) -> Path:
+    """An empty working directory for the agent (no project-level skills)."""
+    path = tmp_path / "project"
+    path.mkdir()
+    return path
+
+
+# --- another user (the attacks of test_safe_fs and test_write_safety) ---------------------
+
+
+@pytest.fixture
+def shared() -> Iterator[Path]:
+    """A world-writable directory without the sticky bit, reachable by ``nobody``."""
+    with attacker.shared_directory() as path:
+        yield path
+
+
+@pytest.fixture
+def secret(tmp_path: Path) -> Path:
+    """A root-owned 0700 directory holding a 0600 file: what an attacker's link aims at."""
+    return attacker.make_secret(tmp_path)

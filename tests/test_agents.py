@@ -12,7 +12,6 @@ elsewhere a missing agent binary skips, and nothing else does.
 from __future__ import annotations
 
 import contextlib
-import functools
 import json
 import os
 import socket
@@ -27,51 +26,16 @@ import pytest
 
 from tests.support import agents
 from tests.support import cartwriter as cw
+from tests.support.agent_setup import require, write_skill
 from tests.support.mounting import acxfs, mounted, pid_alive, run, wait_for
 
 PUBLISHER = "io.github.example"
-
-
-@functools.cache
-def _namespace_problem() -> str:
-    return agents.namespace_problem()
-
-
-def require(agent: str) -> None:
-    """The pinned ``agent`` and the loopback-only namespace must be usable."""
-    problem = agents.agent_problem(agent)
-    if problem:
-        binary = agents.agents_dir() / "node_modules" / ".bin" / agent
-        if os.environ.get("CI") != "true" and not binary.exists():
-            pytest.skip(problem)
-        pytest.fail(problem)
-    problem = _namespace_problem()
-    if problem:
-        pytest.fail(f"no loopback-only network namespace for the agents: {problem}")
 
 
 @pytest.fixture
 def home() -> Path:
     """The test's HOME (created by the isolated user state), where the agents look."""
     return Path(os.environ["HOME"])
-
-
-@pytest.fixture
-def project(tmp_path: Path) -> Path:
-    """An empty working directory for the agent (no project-level skills)."""
-    path = tmp_path / "project"
-    path.mkdir()
-    return path
-
-
-def write_skill(parent: Path, name: str, description: str) -> Path:
-    """An Agent Skill directory ``parent/name`` with a valid SKILL.md."""
-    skill = parent / name
-    skill.mkdir(parents=True)
-    (skill / "SKILL.md").write_text(
-        f"---\nname: {name}\ndescription: {description}\nlicense: Apache-2.0\n---\n\n"
-        f"# {name}\n\nSay hello.\n", encoding="utf-8")
-    return skill
 
 
 def describe(name: str) -> str:

@@ -14,28 +14,20 @@ import shutil
 import sqlite3
 import subprocess
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 import pytest
 
 from tests.support import cartwriter as cw
-from tests.support.mounting import acxfs, acxfs_command, acxfs_mounts_under, force_cleanup
+from tests.support.library import agent_dirs, data_dir, home, listing
+from tests.support.mounting import acxfs, acxfs_command
 
-pytestmark = pytest.mark.fuse
+pytestmark = [pytest.mark.fuse, pytest.mark.usefixtures("library_stops")]
 
 FIXTURES = Path(__file__).parent / "fixtures"
 REAL = FIXTURES / "real"
 AZP = FIXTURES / "azp" / "com.hereliesaz.azphalt.dev-workflow-skills-1.0.0.azp"
-
-
-def home() -> Path:
-    return Path(os.environ["HOME"])
-
-
-def data_dir() -> Path:
-    return home() / ".local" / "share" / "acxfs"
 
 
 def snapshot(root: Path) -> dict[str, str]:
@@ -58,17 +50,6 @@ def snapshot(root: Path) -> dict[str, str]:
     return seen
 
 
-@pytest.fixture(autouse=True)
-def library_stops() -> Iterator[None]:
-    """Stop the library daemon after each test; fail if a mount outlives it."""
-    yield
-    acxfs("down")
-    left = acxfs_mounts_under(home())
-    for mountpoint in left:
-        force_cleanup(mountpoint)
-    assert not left, f"library mounts left behind: {left}"
-
-
 def write_skill(root: Path, name: str, description: str = "A test skill.") -> Path:
     skill = root / name
     (skill / "references").mkdir(parents=True)
@@ -76,12 +57,6 @@ def write_skill(root: Path, name: str, description: str = "A test skill.") -> Pa
         f"---\nname: {name}\ndescription: {description}\n---\n\n# {name}\n\nUse it.\n")
     (skill / "references" / "guide.md").write_text(f"How to use {name}.\n")
     return skill
-
-
-@pytest.fixture
-def local_key() -> None:
-    result = acxfs("keygen")
-    assert result.returncode == 0, result.stderr
 
 
 def pack(tmp_path: Path, *names: str, publisher: str = "io.github.tester",
@@ -98,19 +73,11 @@ def pack(tmp_path: Path, *names: str, publisher: str = "io.github.tester",
     return out
 
 
-def listing() -> dict[str, Any]:
-    result = acxfs("list", "--json")
-    assert result.returncode == 0, result.stderr
-    doc = json.loads(result.stdout)
-    assert isinstance(doc, dict)
-    return doc
-
-
 def test_add_links_every_skill_for_both_agent_directories(tmp_path: Path, local_key: None) -> None:
     cart = pack(tmp_path, "alpha-skill", "beta-skill", artifact="pair")
     result = acxfs("add", cart)
     assert result.returncode == 0, result.stderr
-    for agent_dir in (home() / ".agents" / "skills", home() / ".claude" / "skills"):
+    for agent_dir in agent_dirs():
         for name in ("alpha-skill", "beta-skill"):
             link = agent_dir / name
             assert link.is_symlink()
@@ -215,7 +182,7 @@ def test_real_cartridges_and_azp_served_by_one_daemon(tmp_path: Path) -> None:
     skills = [s for b in bundles for s in b["skills"]]
     assert len(skills) == 3 + 6
     for name in skills:
-        for agent_dir in (home() / ".agents" / "skills", home() / ".claude" / "skills"):
+        for agent_dir in agent_dirs():
             assert (agent_dir / name / "SKILL.md").is_file()
     extracted = tmp_path / "extracted"
     assert acxfs("extract", REAL / "rex-calder-1.0.0.acx", extracted,

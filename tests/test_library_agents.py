@@ -7,7 +7,7 @@ compared with the SKILL.md frontmatter read through the agent's own link, so a l
 proves the agent read verified bytes from the library daemon; each positive check has a
 negative control in the same run (a bundle packed but never added, or the old description).
 The library daemon is stopped at every teardown, and a mount left behind fails the test.
-Under ``CI=true`` a missing agent fails (``require`` of test_agents).
+Under ``CI=true`` a missing agent fails (``require`` of ``tests.support.agent_setup``).
 """
 
 from __future__ import annotations
@@ -15,13 +15,12 @@ from __future__ import annotations
 import ctypes
 import ctypes.util
 import errno
-import json
 import os
 import select
 import struct
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
@@ -32,10 +31,11 @@ import yaml
 
 from tests.conftest import CliResult
 from tests.support import agents
-from tests.support.mounting import acxfs, acxfs_mounts_under, force_cleanup
-from tests.test_agents import require
+from tests.support.agent_setup import require, write_skill
+from tests.support.library import agent_dirs, data_dir, home, listing, ok
+from tests.support.mounting import acxfs
 
-pytestmark = pytest.mark.fuse
+pytestmark = [pytest.mark.fuse, pytest.mark.usefixtures("library_stops")]
 
 REPO = Path(__file__).resolve().parent.parent
 FIXTURES = Path(__file__).parent / "fixtures"
@@ -51,48 +51,6 @@ ABSENT = "acxfs-probe-not-added"  # packed, trusted, never added: no agent may l
 BULK = 200
 FD_BOUND = BULK + 64 + 32  # one per bundle at most, plus the process's own, plus slack
 POLL_WAIT = 4.5  # seconds: two of Claude Code's 2 s stat polls of its skill directories
-
-
-def home() -> Path:
-    return Path(os.environ["HOME"])
-
-
-def data_dir() -> Path:
-    return home() / ".local" / "share" / "acxfs"
-
-
-def agent_dirs() -> tuple[Path, Path]:
-    return home() / ".agents" / "skills", home() / ".claude" / "skills"
-
-
-@pytest.fixture(autouse=True)
-def library_stops() -> Iterator[None]:
-    """Stop the library daemon after each test; fail if a mount outlives it."""
-    yield
-    acxfs("down")
-    left = acxfs_mounts_under(home())
-    for mountpoint in left:
-        force_cleanup(mountpoint)
-    assert not left, f"library mounts left behind: {left}"
-
-
-@pytest.fixture
-def project(tmp_path: Path) -> Path:
-    """An empty working directory for the agent (no project-level skills)."""
-    path = tmp_path / "project"
-    path.mkdir()
-    return path
-
-
-def ok(result: Any) -> str:
-    assert result.returncode == 0, (result.args, result.stdout, result.stderr)
-    return str(result.stdout)
-
-
-def listing() -> dict[str, Any]:
-    doc = json.loads(ok(acxfs("list", "--json")))
-    assert isinstance(doc, dict)
-    return doc
 
 
 def frontmatter(text: str) -> dict[str, Any]:
@@ -114,15 +72,6 @@ def linked_description(agent_dir: Path, name: str) -> str:
     return str(meta["description"])
 
 
-def write_skill(parent: Path, name: str, description: str) -> Path:
-    skill = parent / name
-    skill.mkdir(parents=True)
-    (skill / "SKILL.md").write_text(
-        f"---\nname: {name}\ndescription: {description}\nlicense: Apache-2.0\n---\n\n"
-        f"# {name}\n\nSay hello.\n", encoding="utf-8")
-    return skill
-
-
 def pack(skill: Path, out: Path, *, version: str = "1.0.0", epoch: int | None = None) -> Path:
     """`acxfs pack` of one skill directory with the local key; ``epoch``: SOURCE_DATE_EPOCH
     (the mtime every file of the cartridge gets)."""
@@ -132,11 +81,6 @@ def pack(skill: Path, out: Path, *, version: str = "1.0.0", epoch: int | None = 
     ok(acxfs("pack", skill, "-o", out, "--publisher", PUBLISHER, "--version", version,
              env=env))
     return out
-
-
-@pytest.fixture
-def local_key() -> None:
-    ok(acxfs("keygen"))
 
 
 @pytest.fixture

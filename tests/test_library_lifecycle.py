@@ -10,20 +10,20 @@ a daemon or mount left behind fails the test.
 from __future__ import annotations
 
 import hashlib
-import json
 import os
 import re
 import subprocess
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from acxfs.library.layout import library_paths
-from tests.support.mounting import acxfs, acxfs_command, acxfs_mounts_under, force_cleanup
+from tests.support.library import data_dir, home, listing
+from tests.support.mounting import acxfs, acxfs_command
 
-pytestmark = pytest.mark.fuse
+pytestmark = [pytest.mark.fuse, pytest.mark.usefixtures("library_stops")]
 
 PUBLISHER = "io.github.tester"
 IDENTITY = f"{PUBLISHER}/tool"
@@ -32,33 +32,8 @@ EPOCH = "1767225600"
 UUID = "00000000-0000-4000-8000-0000000000a1"
 
 
-def home() -> Path:
-    return Path(os.environ["HOME"])
-
-
-def data_dir() -> Path:
-    return home() / ".local" / "share" / "acxfs"
-
-
 def link_path(agent: str, skill: str) -> Path:
     return home() / agent / "skills" / skill
-
-
-@pytest.fixture(autouse=True)
-def library_stops() -> Iterator[None]:
-    """Stop the library daemon after each test; fail if a mount outlives it."""
-    yield
-    acxfs("down")
-    left = acxfs_mounts_under(home())
-    for mountpoint in left:
-        force_cleanup(mountpoint)
-    assert not left, f"library mounts left behind: {left}"
-
-
-@pytest.fixture
-def local_key() -> None:
-    result = acxfs("keygen")
-    assert result.returncode == 0, result.stderr
 
 
 def skill_text(name: str, version: str) -> str:
@@ -93,14 +68,6 @@ def pack_signed(tmp_path: Path, version: str, *skills: str, key: Path | None = N
     assert result.returncode == 0, result.stderr
     (line,) = [x for x in result.stdout.splitlines() if x.startswith("manifest: ")]
     return out, line.removeprefix("manifest: ")
-
-
-def listing() -> dict[str, Any]:
-    result = acxfs("list", "--json")
-    assert result.returncode == 0, result.stderr
-    doc = json.loads(result.stdout)
-    assert isinstance(doc, dict)
-    return doc
 
 
 def bundle() -> dict[str, Any]:

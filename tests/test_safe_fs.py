@@ -10,8 +10,6 @@ from __future__ import annotations
 import errno
 import os
 import stat
-import tempfile
-import traceback
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -19,62 +17,11 @@ import pytest
 
 from acxfs import safe_files, safe_fs, safe_links
 from acxfs.errors import UnsafePathError
+from tests.support.attacker import NOBODY, as_nobody, assert_secret_untouched
 
-NOBODY = 65534
 LONG = "n" * 255
-SECRET = b"root's own bytes\n"
 
 root_only = pytest.mark.skipif(os.geteuid() != 0, reason="the attacks need root and nobody")
-
-
-def as_nobody(action: Callable[[], None]) -> None:
-    """Run `action` in a child process as uid/gid nobody; it must succeed."""
-    pid = os.fork()
-    if pid == 0:  # pragma: no cover - the child
-        code = 1
-        try:
-            os.setgroups([])
-            os.setgid(NOBODY)
-            os.setuid(NOBODY)
-            action()
-            code = 0
-        except BaseException:
-            traceback.print_exc()
-        finally:
-            os._exit(code)
-    _, status = os.waitpid(pid, 0)
-    assert os.waitstatus_to_exitcode(status) == 0, "the attacker's move failed"
-
-
-@pytest.fixture
-def shared() -> Iterator[Path]:
-    """A world-writable directory without the sticky bit, reachable by nobody."""
-    path = Path(tempfile.mkdtemp(prefix="acxfs-safe-fs-", dir="/tmp"))
-    os.chmod(path, 0o777)
-    try:
-        yield path
-    finally:
-        import shutil
-
-        shutil.rmtree(path, ignore_errors=True)
-
-
-@pytest.fixture
-def secret(tmp_path: Path) -> Path:
-    """A root-owned 0700 directory with a 0600 file in it: what an attacker's link aims at."""
-    directory = tmp_path / "secret"
-    directory.mkdir(mode=0o700)
-    (directory / "victim").write_bytes(SECRET)
-    os.chmod(directory / "victim", 0o600)
-    return directory
-
-
-def assert_secret_untouched(secret: Path) -> None:
-    assert sorted(os.listdir(secret)) == ["victim"]
-    victim = secret / "victim"
-    assert victim.read_bytes() == SECRET
-    st = os.stat(victim)
-    assert (stat.S_IMODE(st.st_mode), st.st_uid) == (0o600, 0)
 
 
 @pytest.fixture
@@ -321,6 +268,18 @@ OLD = "../../.agents/skills/demo"
 NEW = "../../acxfs/mnt/demo/1.0-abc/demo"
 
 
+def swapped_at_step(monkeypatch: pytest.MonkeyPatch, step: str, kind: str, link: Path) -> list[str]:
+    """`link` made as acxfs's link to OLD, then replaced by an entry of `kind` when safe_fs
+    reaches `step`; the steps reached."""
+    os.symlink(OLD, link)
+
+    def swap() -> None:
+        os.unlink(link)
+        SWAPS[kind](link)
+
+    return at_step(monkeypatch, step, swap)
+
+
 @pytest.mark.parametrize("kind", sorted(SWAPS))
 def test_replace_symlink_at_never_replaces_what_acxfs_did_not_make(
     kind: str, shared: Path, dirfd: int, renames: str,
@@ -336,13 +295,7 @@ def test_replace_symlink_at_never_replaces_what_acxfs_did_not_make(
 def test_replace_symlink_at_puts_back_an_entry_swapped_in_between_check_and_exchange(
     kind: str, shared: Path, dirfd: int, renames: str, monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    os.symlink(OLD, shared / "demo")
-
-    def swap() -> None:
-        os.unlink(shared / "demo")
-        SWAPS[kind](shared / "demo")
-
-    seen = at_step(monkeypatch, "replace_symlink_at:exchange", swap)
+    seen = swapped_at_step(monkeypatch, "replace_symlink_at:exchange", kind, shared / "demo")
     with pytest.raises(UnsafePathError, match="not the link acxfs made"):
         safe_links.replace_symlink_at(dirfd, "demo", NEW, OLD)
     assert "replace_symlink_at:exchange" in seen
@@ -385,13 +338,7 @@ def test_remove_symlink_at_removes_only_the_link_it_made(
 def test_remove_symlink_at_puts_back_an_entry_swapped_in_after_the_check(
     kind: str, shared: Path, dirfd: int, renames: str, monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    os.symlink(OLD, shared / "demo")
-
-    def swap() -> None:
-        os.unlink(shared / "demo")
-        SWAPS[kind](shared / "demo")
-
-    seen = at_step(monkeypatch, "remove_symlink_at:move", swap)
+    seen = swapped_at_step(monkeypatch, "remove_symlink_at:move", kind, shared / "demo")
     with pytest.raises(UnsafePathError, match="not the link acxfs made"):
         safe_links.remove_symlink_at(dirfd, "demo", OLD)
     assert "remove_symlink_at:move" in seen

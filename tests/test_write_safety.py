@@ -14,9 +14,7 @@ import contextlib
 import os
 import signal
 import stat
-import tempfile
-import traceback
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -29,65 +27,16 @@ from acxfs.extract import extract
 from acxfs.formats.acx import pack as packer
 from acxfs.keys import PrivateKey
 from acxfs.trust import load_trust
+from tests.support import attacker
+from tests.support.attacker import NOBODY, SECRET, as_nobody, drop_to_nobody
 
-NOBODY = 65534
-SECRET = b"root's own bytes\n"
 PUBLISHER = "io.github.example"
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="the attacks need root and nobody")
 
 
-def _drop_to_nobody() -> None:
-    os.setgroups([])
-    os.setgid(NOBODY)
-    os.setuid(NOBODY)
-
-
-def as_nobody(action: Callable[[], None]) -> None:
-    """Run `action` in a child process as nobody; it must succeed."""
-    pid = os.fork()
-    if pid == 0:  # pragma: no cover - the child
-        code = 1
-        try:
-            _drop_to_nobody()
-            action()
-            code = 0
-        except BaseException:
-            traceback.print_exc()
-        finally:
-            os._exit(code)
-    _, status = os.waitpid(pid, 0)
-    assert os.waitstatus_to_exitcode(status) == 0, "the attacker's move failed"
-
-
-@pytest.fixture
-def shared() -> Iterator[Path]:
-    """A world-writable directory without the sticky bit."""
-    path = Path(tempfile.mkdtemp(prefix="acxfs-write-safety-", dir="/tmp"))
-    os.chmod(path, 0o777)
-    try:
-        yield path
-    finally:
-        import shutil
-
-        shutil.rmtree(path, ignore_errors=True)
-
-
-@pytest.fixture
-def secret(tmp_path: Path) -> Path:
-    """A root-owned 0700 directory holding a 0600 file: what the attacker's link aims at."""
-    directory = tmp_path / "secret"
-    directory.mkdir(mode=0o700)
-    (directory / "victim").write_bytes(SECRET)
-    os.chmod(directory / "victim", 0o600)
-    return directory
-
-
 def assert_secret_untouched(secret: Path) -> None:
-    assert sorted(os.listdir(secret)) == ["victim"]
-    st = os.stat(secret / "victim")
-    assert (secret / "victim").read_bytes() == SECRET
-    assert (stat.S_IMODE(st.st_mode), st.st_uid) == (0o600, 0)
+    attacker.assert_secret_untouched(secret)
     assert stat.S_IMODE(os.stat(secret).st_mode) == 0o700
 
 
@@ -209,7 +158,7 @@ def test_a_pack_input_flipping_to_a_link_never_gets_the_secret_signed(
     pid = os.fork()
     if pid == 0:  # pragma: no cover - the attacker: regular file, link, regular file, ...
         try:
-            _drop_to_nobody()
+            drop_to_nobody()
             while True:  # each exchange swaps the two names atomically
                 with contextlib.suppress(OSError):
                     safe_fs._renameat2(-100, str(link), -100, str(flip), safe_fs.RENAME_EXCHANGE)

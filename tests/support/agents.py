@@ -188,6 +188,17 @@ class MockAPI:
         """The scripted reply to model request ``index`` (1-based)."""
         return self.replies[index - 1] if index <= len(self.replies) else Reply()
 
+    def model_reply(self, handler: _Handler, entry: Recorded, index: int) -> Reply | None:
+        """The scripted reply to a model request (``POST model_path``), after waiting for its
+        ``hold`` (at most RUN_TIMEOUT); any other request is answered 404 here, and gives None."""
+        if entry.method != "POST" or entry.path != self.model_path:
+            MockAPI.answer(self, handler, entry, index)
+            return None
+        reply = self.reply_for(index)
+        if reply.hold is not None:
+            reply.hold.wait(RUN_TIMEOUT)
+        return reply
+
     # answering (overridden)
 
     def answer(self, handler: _Handler, entry: Recorded, index: int) -> None:
@@ -284,12 +295,9 @@ class AnthropicMock(MockAPI):
         if entry.method == "POST" and entry.path == "/v1/messages/count_tokens":
             handler.send_json(200, {"input_tokens": 1})
             return
-        if entry.method != "POST" or entry.path != self.model_path:
-            super().answer(handler, entry, index)
+        reply = self.model_reply(handler, entry, index)
+        if reply is None:
             return
-        reply = self.reply_for(index)
-        if reply.hold is not None:
-            reply.hold.wait(RUN_TIMEOUT)
         model = str(body.get("model", "claude-mock"))
         if reply.tool is not None:
             name, args = reply.tool
@@ -334,12 +342,9 @@ class ResponsesMock(MockAPI):
         if entry.method == "GET" and entry.path == "/v1/models":
             handler.send_json(200, {"object": "list", "data": []})
             return
-        if entry.method != "POST" or entry.path != self.model_path:
-            super().answer(handler, entry, index)
+        reply = self.model_reply(handler, entry, index)
+        if reply is None:
             return
-        reply = self.reply_for(index)
-        if reply.hold is not None:
-            reply.hold.wait(RUN_TIMEOUT)
         body = entry.body if isinstance(entry.body, dict) else {}
         rid = f"resp_mock{index}"
         if reply.tool is not None:

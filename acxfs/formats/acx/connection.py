@@ -53,20 +53,26 @@ ANCHOR_CACHE_KIB = 64
 _PROGRESS_STEPS = 1000
 
 
+@contextlib.contextmanager
+def _readable(path: str) -> Iterator[None]:
+    """Turn a failure to open or read `path` into its one EnvironmentProblem line."""
+    try:
+        yield
+    except FileNotFoundError as exc:
+        raise EnvironmentProblem(f"{path}: no such file") from exc
+    except IsADirectoryError as exc:
+        raise EnvironmentProblem(f"{path}: is a directory") from exc
+    except OSError as exc:
+        raise EnvironmentProblem(f"{path}: cannot read ({exc.strerror})") from exc
+
+
 class PinnedFile:
     """One open descriptor on a cartridge, and the (device, inode) of the file it reads."""
 
     def __init__(self, path: str) -> None:
         self.path = path
-        try:
-            with open_input(path) as handle:
-                self.fd = os.dup(handle.fileno())
-        except FileNotFoundError as exc:
-            raise EnvironmentProblem(f"{path}: no such file") from exc
-        except IsADirectoryError as exc:
-            raise EnvironmentProblem(f"{path}: is a directory") from exc
-        except OSError as exc:
-            raise EnvironmentProblem(f"{path}: cannot read ({exc.strerror})") from exc
+        with _readable(path), open_input(path) as handle:
+            self.fd = os.dup(handle.fileno())
         os.set_inheritable(self.fd, False)
         st = os.fstat(self.fd)
         self.identity = (st.st_dev, st.st_ino)
@@ -151,17 +157,11 @@ def connect_readonly(path: str) -> sqlite3.Connection:
 def read_head(path: str, size: int) -> bytes:
     """The first `size` bytes of a container; EnvironmentProblem if it cannot be read at all."""
     pin = _pin_for(path)
-    try:
+    with _readable(path):
         if pin is not None:
             return os.pread(pin.fd, size, 0)
         with open_input(path) as handle:
             return handle.read(size)
-    except FileNotFoundError as exc:
-        raise EnvironmentProblem(f"{path}: no such file") from exc
-    except IsADirectoryError as exc:
-        raise EnvironmentProblem(f"{path}: is a directory") from exc
-    except OSError as exc:
-        raise EnvironmentProblem(f"{path}: cannot read ({exc.strerror})") from exc
 
 
 class _Bounded:
