@@ -89,6 +89,10 @@ class UnsafePathError(EnvironmentProblem):
     or an entry acxfs did not make where it would replace or remove one."""
 
 
+class DaemonDown(EnvironmentProblem):
+    """No library daemon answers on its control socket."""
+
+
 class TrustConfigError(EnvironmentProblem):
     """A trust registry, pin or key file is unusable."""
 
@@ -108,3 +112,7 @@ class RefusedError(AcxfsError):
     def __init__(self, message: str, exit_code: int = 1) -> None:
         super().__init__(message)
         self.exit_code = exit_code
+
+
+class VersionError(InputError, ValueError):
+    """Text that is not a SemVer 2.0.0 version."""

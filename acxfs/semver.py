@@ -14,7 +14,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-from acxfs.errors import InputError
+from acxfs.errors import VersionError
 from acxfs.text import printable
 
 MAX_LENGTH = 256  # characters; a version becomes a path segment and a line of output
@@ -33,10 +33,6 @@ Identifier = int | str
 # alphanumeric ones (1, 0, s); a release sorts after every pre-release of it.
 _IdentKey = tuple[int, int, str]
 _Key = tuple[int, int, int, int, tuple[_IdentKey, ...]]
-
-
-class VersionError(InputError, ValueError):
-    """Text that is not a SemVer 2.0.0 version."""
 
 
 def _ident_key(ident: Identifier) -> _IdentKey:

@@ -291,3 +291,22 @@ def test_no_module_is_over_550_lines() -> None:
     long = {module: n for module, path in MODULES.items()
             if (n := len(path.read_text(encoding="utf-8").splitlines())) > MAX_MODULE_LINES}
     assert long == {}
+
+
+def test_every_public_error_class_lives_in_errors_py() -> None:
+    """An error a caller may catch is defined once, in acxfs/errors.py (private helpers of one
+    module, and FUSE's errno answer, excepted)."""
+    allowed = {"FuseOSError"}  # the errno answer fusepy and mfusepy turn into a reply
+    stray = []
+    for path in sorted(PACKAGE.rglob("*.py")):
+        if path.name == "errors.py" and path.parent == PACKAGE:
+            continue
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if not isinstance(node, ast.ClassDef) or node.name.startswith("_"):
+                continue
+            bases = {ast.unparse(b).rsplit(".", 1)[-1] for b in node.bases}
+            if node.name not in allowed and any(
+                    b.endswith(("Error", "Exception", "Problem", "Down", "Refused"))
+                    for b in bases):
+                stray.append(f"{path.relative_to(PACKAGE)}:{node.name}")
+    assert stray == []

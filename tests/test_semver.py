@@ -12,8 +12,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from acxfs.errors import InputError
-from acxfs.semver import MAX_LENGTH, Version, VersionError, is_semver, parse
+from acxfs.errors import InputError, VersionError
+from acxfs.semver import MAX_LENGTH, Version, is_semver, parse
 
 # semver.org's "suggested regular expression", verbatim (\d made ASCII-only by re.ASCII).
 OFFICIAL = re.compile(

@@ -1,4 +1,4 @@
-"""`acxfs add`, `list`, `remove`, `up` and `down`: the skills library, parsed and printed.
+"""`acxfs add`, `update`, `revert`, `remove`, `list`, `up` and `down`: the skills library.
 
 Invariant: each command parses its arguments, makes one call into `acxfs.library`, and prints
 what it returns; nothing here touches the store, the links or the daemon itself.

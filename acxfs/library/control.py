@@ -18,16 +18,12 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from acxfs import strict_json
-from acxfs.errors import EnvironmentProblem
+from acxfs.errors import DaemonDown, EnvironmentProblem
 
 MAX_MESSAGE = 1024 * 1024
 TIMEOUT = 120.0  # a load checks a bundle; a big one takes a while
 
 Handler = Callable[[dict[str, object]], dict[str, object]]
-
-
-class DaemonDown(EnvironmentProblem):
-    """No library daemon answers on the control socket."""
 
 
 def _read_message(conn: socket.socket) -> dict[str, object]:

@@ -14,9 +14,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from acxfs.errors import EnvironmentProblem, RefusedError, UntrustedError
+from acxfs.errors import DaemonDown, EnvironmentProblem, RefusedError, UntrustedError
 from acxfs.library import agents, journal, links, server, versions
-from acxfs.library.control import DaemonDown, request
+from acxfs.library.control import request
 from acxfs.library.layout import LibraryPaths, library_paths
 from acxfs.library.plan import Plan
 from acxfs.library.state import LibraryState, Link, Revision, load_state

@@ -19,10 +19,10 @@ from pathlib import Path
 
 from acxfs import daemon, formats
 from acxfs.content import ContentStore, process_store
-from acxfs.errors import AcxfsError
+from acxfs.errors import AcxfsError, DaemonDown
 from acxfs.fs import AcxOperations, Mounted
 from acxfs.library import links
-from acxfs.library.control import ControlServer, DaemonDown, request
+from acxfs.library.control import ControlServer, request
 from acxfs.library.layout import LibraryPaths
 from acxfs.library.state import LibraryState, Revision, load_state
 from acxfs.limits import DEFAULT_LIMITS

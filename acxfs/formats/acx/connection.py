@@ -114,7 +114,7 @@ def _harden(conn: sqlite3.Connection) -> None:
         conn.enable_load_extension(False)
 
 
-class FileChanged(sqlite3.OperationalError):
+class _FileChanged(sqlite3.OperationalError):
     """A connection opened another file than the one that was checked."""
 
 
@@ -124,9 +124,9 @@ def _same_file(conn: sqlite3.Connection, identity: tuple[int, int]) -> None:
     try:
         st = os.stat(opened)
     except OSError as exc:
-        raise FileChanged("the file changed since it was checked") from exc
+        raise _FileChanged("the file changed since it was checked") from exc
     if (st.st_dev, st.st_ino) != identity or not stat.S_ISREG(st.st_mode):
-        raise FileChanged("the file changed since it was checked")
+        raise _FileChanged("the file changed since it was checked")
 
 
 def _connect(uri: str, identity: tuple[int, int] | None, *, serving: bool) -> sqlite3.Connection:
@@ -270,7 +270,7 @@ class ConnectionPool:
                     budget.cond.notify()
                 if anchor is None:
                     raise
-                if isinstance(exc.__cause__, FileChanged):
+                if isinstance(exc.__cause__, _FileChanged):
                     self._anchor_only = True  # its path names another file: the anchor serves
             else:
                 with budget.cond:

@@ -1,4 +1,4 @@
-"""`verify --deep` for a cartridge: inflate and hash every ROM file, re-derive the skill index.
+"""`acxfs verify` (not `--quick`) for a cartridge: hash every ROM file, re-derive the index.
 
 Invariant: every ROM file of a cartridge that passed its shallow check is read from its
 stored row and verified by `acxfs.content.verify_content`; a signed file that differs makes

@@ -1,4 +1,4 @@
-"""`verify --deep` for a package: inflate and hash every listed entry.
+"""`acxfs verify` (not `--quick`) for a package: inflate and hash every listed entry.
 
 Invariant: every payload entry of a package that passed its shallow check is read from the
 file the check used and verified by `acxfs.content.verify_content`; the first mismatch makes
