@@ -173,6 +173,7 @@ class MountPlan:
     fuse_options: dict[str, int] = field(default_factory=dict)
     name: str = ""
     on_live: Callable[[AcxOperations], None] = field(default=lambda ops: None)
+    note: str = ""  # what status says of it, instead of `summary`'s default
 
     @property
     def title(self) -> str:
@@ -183,7 +184,9 @@ class MountPlan:
 
     @property
     def summary(self) -> str:
-        """The verdict line of its one source, or how many sources it serves."""
+        """`note`, else the verdict line of its one source, or how many sources it serves."""
+        if self.note:
+            return self.note
         if len(self.mounts) == 1:
             return self.mounts[0].verdict.line
         return f"{len(self.mounts)} sources"

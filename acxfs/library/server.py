@@ -200,6 +200,7 @@ def start(paths: LibraryPaths, state: LibraryState, foreground: bool,
         foreground=foreground, log_file=paths.log, created=None, announce=say,
         name=f"library {paths.root}", fuse_options=dict(KERNEL_CACHE),
         on_live=server.serving,
+        note="every bundle checked at start and at each load; acxfs list shows them",
     )
     for prefix, why in server.refused.items():
         say(f"acxfs: note: not serving {prefix}: {why}")
