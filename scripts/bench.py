@@ -1,4 +1,4 @@
-"""Side-by-side benchmark of acxfs and its peers on the same synthetic skills (issue 5).
+"""Side-by-side benchmark of acxfs and its peers on the same synthetic skills.
 
 One command builds synthetic skill directories, packs them with `acxfs pack --sqlar-dirs`
 (zlib rows, directory rows and S_IFREG bits, so ratarmount can list them), zips the same
@@ -14,7 +14,7 @@ trees for fuse-zip, and measures in the same run:
     nullfs -s    the same, served by libfuse's single-threaded loop (-s)
     acxfs        the same .acx mounted with acxfs (every byte verified)
 
-Workloads (a)-(f) of issue 5 and `acxfs verify --deep`; a Markdown table of medians goes to
+Workloads (a)-(f) and `acxfs verify`; a Markdown table of medians goes to
 stdout and every raw run to a JSON file.  Each cold run mounts afresh after dropping the page
 cache (when root may); warm runs repeat on the same mount.  A peer that cannot run is shown
 as "absent: reason", never dropped.
@@ -145,7 +145,7 @@ class Row:
 
 @dataclass
 class Target:
-    """One "Done when" line of issue 5 and whether this run meets it (None: cannot tell)."""
+    """One performance goal and whether this run meets it (None: cannot tell)."""
 
     goal: str
     figure: str
@@ -1325,7 +1325,7 @@ def evaluate_targets_for(cfg: Config, table: Table, subject: str) -> list[Target
         acx = med("v.deep", "acxfs")
         targets.append(Target(
             f"`acxfs verify --deep`, {count_label(cfg.verify_files)} x 4 KiB files: no slower "
-            "than the Node.js reference (about 0.47 s here, per issue 5)",
+            "than the Node.js reference (about 0.47 s on this machine)",
             f"{fmt(acx, 's')}", le(acx, 0.47)))
     return targets
 
@@ -1362,7 +1362,7 @@ def render(ctx: Context, peers: list[Peer], targets: list[Target], elapsed: floa
     for row in ctx.table.rows.values():
         cells = [cell_text(row.cells.get(n), row.unit) for n in names]
         lines.append(f"| {row.label} | {row.unit} | " + " | ".join(cells) + " |")
-    lines += ["", "### Issue 5 targets (\"Done when\")", "", "| target | this run | met |",
+    lines += ["", "### Targets", "", "| target | this run | met |",
               "|---|---|---|"]
     for target in targets:
         met = {True: "yes", False: "**no**", None: "cannot tell"}[target.met]
