@@ -141,9 +141,10 @@ def prepare_mountpoint(
         except PermissionError as exc:
             raise EnvironmentProblem(f"{mountpoint}: permission denied") from exc
         return None
+    absolute = os.path.abspath(mountpoint)  # what is made is removed again from "/" too
     try:  # no link on the way, so the directories made are where the mountpoint says
-        with safe_fs.make_dirs(mountpoint) as made:
-            return [path for path in made.made if path != os.path.abspath(mountpoint)]
+        with safe_fs.make_dirs(absolute) as made:
+            return [path for path in made.made if path != absolute]
     except OSError as exc:
         raise EnvironmentProblem(f"cannot create {mountpoint}: {exc.strerror}") from exc
 
@@ -476,7 +477,7 @@ def _wait_ready(status_r: int, err_r: int, pid: int) -> tuple[str, str]:
         os.close(fd)
     if not status:
         with contextlib.suppress(OSError):
-            os.kill(pid, 15)
+            os.kill(pid, signal.SIGTERM)
         return "error: the daemon did not become ready", errors.decode(errors="replace")
     return status.decode(errors="replace").strip(), errors.decode(errors="replace")
 

@@ -15,8 +15,8 @@ metadata is applied.
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from pathlib import Path
-from typing import BinaryIO
 
 from acxfs import safe_files, safe_fs
 from acxfs.container import Entry, Source
@@ -25,11 +25,11 @@ from acxfs.errors import EnvironmentProblem
 STEP = 1024 * 1024  # bytes written per call
 
 
-def copy_verified(source: Source, entry: Entry, out: BinaryIO) -> None:
-    """Write the verified bytes of the file `entry` of `source` to `out`."""
+def copy_verified(source: Source, entry: Entry, write: Callable[[bytes], object]) -> None:
+    """Pass the verified bytes of the file `entry` of `source` to `write`, in order."""
     blob = source.blob(entry)
     for offset in range(0, blob.size, STEP):
-        out.write(blob.read(offset, STEP))
+        write(blob.read(offset, STEP))
 
 
 def refuse_existing(dest: Path) -> None:
@@ -69,9 +69,7 @@ def _fill(source: Source, top: int, root: str, mask: int) -> int:
         with safe_fs.make_dirs_at(top, parent) as where:
             mode = (0o755 if entry.executable else 0o644) & ~mask
             with safe_files.open_new_at(where.fd, name, mode) as temp:
-                blob = source.blob(entry)
-                for offset in range(0, blob.size, STEP):
-                    temp.write(blob.read(offset, STEP))
+                copy_verified(source, entry, temp.write)
                 temp.commit(durable=False)
         count += 1
     return count

@@ -27,15 +27,16 @@ import os
 import platform
 import shutil
 import signal
-import statistics
 import subprocess
 import sys
 import tempfile
 import time
 from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
+
+from scripts.bench import Cell, status_kib, tool, try_drop_caches
 
 REPO = Path(__file__).resolve().parent.parent
 PUBLISHER = "io.github.bench"
@@ -67,16 +68,6 @@ class Config:
     columns: tuple[str, ...]  # slugs of the columns to run
 
 
-@dataclass
-class Cell:
-    values: list[float] = field(default_factory=list)
-    note: str = ""
-
-    @property
-    def median(self) -> float | None:
-        return statistics.median(self.values) if self.values else None
-
-
 Results = dict[tuple[int, str, str], Cell]  # (N, measure, column)
 
 
@@ -88,13 +79,6 @@ class Bundle:
 
 
 # --- system -------------------------------------------------------------------------------
-
-
-def tool(name: str) -> str:
-    """The executable beside this interpreter when there is one (skips pyenv's shims)."""
-    beside = Path(sys.executable).parent / name
-    return str(beside) if beside.is_file() and os.access(beside, os.X_OK) else (
-        shutil.which(name) or name)
 
 
 def run(args: Sequence[str], env: dict[str, str], timeout: float) -> str:
@@ -114,17 +98,6 @@ def timed(action: Callable[[], object]) -> float:
     start = time.perf_counter()
     action()
     return time.perf_counter() - start
-
-
-def drop_caches() -> str | None:
-    """Flush and drop the page cache, dentries and inodes; the reason when not allowed."""
-    try:
-        os.sync()
-        with open("/proc/sys/vm/drop_caches", "w", encoding="ascii") as handle:
-            handle.write("3\n")
-    except OSError as exc:
-        return f"page cache NOT dropped (/proc/sys/vm/drop_caches: {exc.strerror})"
-    return None
 
 
 def mounts_under(root: Path) -> list[Path]:
@@ -168,13 +141,7 @@ def daemons(root: Path) -> list[int]:
 
 
 def rss_mib(pids: Iterable[int]) -> float:
-    total = 0
-    for pid in pids:
-        with contextlib.suppress(OSError):
-            for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-                if line.startswith("VmRSS:"):
-                    total += int(line.split()[1])
-    return total / 1024
+    return sum(status_kib(pid, "VmRSS") or 0 for pid in pids) / 1024
 
 
 def wait_until(ready: Callable[[], bool], timeout: float, what: str) -> None:
@@ -434,9 +401,9 @@ def one_rep(column: Column, n: int, extra: Bundle, results: Results, notes: list
         put("rss_up", rss_mib(pids))
     # The mount is fresh, so the kernel's FUSE caches hold nothing but the looked-up skill
     # directories; drop_caches evicts those too (dentries and inodes), and the page cache.
-    dropped = drop_caches()
-    if dropped and dropped not in notes:
-        notes.append(dropped)
+    dropped, why = try_drop_caches()
+    if not dropped and why not in notes:
+        notes.append(why)
     put("read", read_every_skill_md(column))
     if column.has_daemon:
         put("rss_read", rss_mib(daemons(column.root)))

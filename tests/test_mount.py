@@ -967,6 +967,28 @@ def test_missing_mountpoint_is_created_and_removed_at_unmount(hello: Path, tmp_p
     assert (tmp_path / "kept" / "x" / "mine.txt").exists()  # a parent someone filled stays
 
 
+@pytest.mark.parametrize("stop", ["umount", "SIGTERM"])
+def test_a_relative_missing_mountpoint_and_its_parents_are_removed_at_unmount(
+    hello: Path, tmp_path: Path, stop: str
+) -> None:
+    # The daemon works from "/", the umount from the caller's directory: both must find the
+    # directories made for a mountpoint given relative to where `mount` ran.
+    mountpoint = tmp_path / "a" / "b" / "mnt"
+    done = acxfs("mount", hello, "a/b/mnt", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    pid = status_pid(mountpoint)
+    try:
+        if stop == "umount":
+            assert acxfs("umount", "a/b/mnt", cwd=tmp_path).returncode == 0
+        else:
+            os.kill(pid, signal.SIGTERM)
+        assert wait_for(lambda: not pid_alive(pid), 10)
+    finally:
+        leftovers = force_cleanup(mountpoint, pid)
+    assert not leftovers
+    assert not (tmp_path / "a").exists()
+
+
 @pytest.mark.parametrize("problem", ["not-empty", "a-file"])
 def test_unusable_mountpoint_fails_with_one_line(
     problem: str, hello: Path, tmp_path: Path

@@ -23,7 +23,6 @@ from acxfs.content import process_store
 from acxfs.errors import (
     AcxfsError,
     EnvironmentProblem,
-    InputError,
     RefusedError,
     TamperError,
     UntrustedError,
@@ -139,7 +138,7 @@ def run(args: argparse.Namespace) -> int:
     except RefusedError as exc:
         say(f"acxfs: error: {exc}")
         return exc.exit_code
-    except (InputError, AcxfsError) as exc:
+    except AcxfsError as exc:  # an input acxfs does not accept
         say(f"acxfs: error: {exc}")
         return EXIT_INPUT
     except KeyboardInterrupt:

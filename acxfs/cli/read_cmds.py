@@ -147,7 +147,7 @@ def cmd_cat(args: argparse.Namespace) -> int:
         path, entry = views.resolve(source, args.path)
         if entry.is_dir:
             raise EnvironmentProblem(f"{path or '/'}: is a directory")
-        copy_verified(source, entry, sys.stdout.buffer)
+        copy_verified(source, entry, sys.stdout.buffer.write)
         sys.stdout.buffer.flush()
     return 0
 
