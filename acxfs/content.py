@@ -300,7 +300,6 @@ def _codecs(entry: Entry, head: bytes) -> list[int | None]:
     return [15, -15] if looks_like_zlib(head) else [-15]
 
 
-
 def _read_small(chunks: Iterator[bytes], stored_size: int) -> bytes | None:
     """All stored bytes of a small file, or None if there are more than recorded."""
     parts, total = [], 0

@@ -56,3 +56,51 @@ def test_verify_help_says_it_checks_every_byte(run_cli) -> None:
     assert "every byte of every file" in text
     assert "--quick" in text and "no file content" in text
     assert "synonym" in text
+
+
+def test_a_long_deep_check_is_not_cut_short_by_the_statement_bound(
+    run_cli, make_cartridge, trusted_registry, monkeypatch
+) -> None:
+    """The bound on a serving statement is SQLite's time per step: the deep check's one scan
+    of the small rows pauses while each row is verified, and that time is not the scan's."""
+    import time
+
+    from acxfs.content import verify_content as real
+    from acxfs.formats.acx import connection, deep
+
+    files = {**DEMO_FILES, **{f"rom/knowledge/n{i:04d}.md": b"note %d\n" % i for i in range(800)}}
+    cart = make_cartridge(files=files)
+
+    def slow(*args, **kwargs):  # a slow machine: each file takes a little while to verify
+        time.sleep(0.002)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(deep, "verify_content", slow)
+    monkeypatch.setattr(connection, "STEP_SECONDS", 0.3)  # well under the whole scan
+    result = run_cli("verify", cart, "--registry", trusted_registry)
+    assert (result.code, result.verdict) == (0, TRUSTED), result.err
+
+
+def test_the_deep_check_reads_the_file_the_shallow_check_read(
+    run_cli, make_cartridge, trusted_registry, monkeypatch, tmp_path
+) -> None:
+    """A file renamed over the cartridge between its two checks is not the one hashed."""
+    import os
+
+    from acxfs.formats import acx
+    from acxfs.formats.acx.deep import deep_check as real
+
+    cart = make_cartridge()
+    other = make_cartridge("other.acx")
+    edit_content(other)
+
+    def swap_first(*args, **kwargs):
+        os.replace(other, cart)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(acx, "deep_check", swap_first)
+    result = run_cli("verify", cart, "--registry", trusted_registry)
+    assert (result.code, result.verdict) == (0, TRUSTED), result.err
+    monkeypatch.setattr(acx, "deep_check", real)
+    swapped = run_cli("verify", cart, "--registry", trusted_registry)
+    assert (swapped.code, swapped.verdict) == (5, DIVERGES)

@@ -11,6 +11,7 @@ import datetime as dt
 
 from acxfs.container import Format
 from acxfs.formats.acx import check as _check
+from acxfs.formats.acx.connection import ConnectionPool, PinnedFile, pinned
 from acxfs.formats.acx.deep import deep_check
 from acxfs.formats.acx.describe import describe, render
 from acxfs.formats.acx.schema import SQLITE_MAGIC
@@ -28,10 +29,21 @@ def check_file(
     path: str, trust: TrustContext, *, deep: bool = False, limits: Limits = DEFAULT_LIMITS,
     now: dt.datetime | None = None,
 ) -> _check.AcxReport:
-    """The cartridge's report; with `deep`, every ROM file inflated and hashed as well."""
-    result = _check.report_of(_check.check_cartridge(path, trust, limits, now))
-    if deep and result.cartridge is not None:
-        deep_check(result, limits)
+    """The cartridge's report; with `deep`, every ROM file inflated and hashed as well, from
+    the file the shallow check read (one descriptor pins it for both, as for a mount)."""
+    pin = PinnedFile(path)
+    try:
+        with pinned(pin):
+            result = _check.report_of(_check.check_cartridge(path, trust, limits, now))
+        if not deep or result.cartridge is None:
+            return result
+        pool = ConnectionPool.serving(pin)
+    finally:
+        pin.close()
+    try:
+        deep_check(result, pool, limits)
+    finally:
+        pool.close()
     return result
 
 

@@ -91,11 +91,6 @@ def manifest_parts(objects: Iterable[ObjectRow], batch: int = 4096) -> Iterator[
     yield b"[]" if not rom else b"]"
 
 
-def manifest_bytes(objects: Iterable[ObjectRow]) -> bytes:
-    """The whole manifest (`manifest_parts` joined)."""
-    return b"".join(manifest_parts(objects))
-
-
 _REF = itemgetter(2)
 
 
@@ -170,9 +165,6 @@ class CartridgeReport:
     verified: VerifiedCartridge | None = None
     rows: CartridgeRows | None = None
     warnings: tuple[str, ...] = ()
-
-    def __bool__(self) -> bool:
-        return self.verified is not None and self.verdict.status == "verified"
 
 
 def check_cartridge(

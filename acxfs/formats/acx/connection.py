@@ -196,8 +196,8 @@ class ConnectionPool:
     libfuse's worker threads are short-lived native threads, so per-thread storage would open
     a connection per request; connections are taken and given back instead.  Made from a
     `PinnedFile` (`ConnectionPool.serving`), the pool owns an anchor on the checked file and
-    only ever reads that file; made from a path (the deep check), its connections are on
-    whatever file the first one opened, each later one compared with it."""
+    only ever reads that file (a mount, and `verify`'s deep check); made from a path, its
+    connections are on whatever file the first one opened, each later one compared with it."""
 
     def __init__(self, path: str) -> None:
         self._path = path
@@ -320,6 +320,16 @@ class ConnectionPool:
             budget.cond.notify()
         if not keep:
             conn.close()
+
+    def renew(self, conn: sqlite3.Connection) -> None:
+        """A fresh `STEP_SECONDS` for `conn`, taken from this pool, before its next step: for a
+        caller that works between the rows of one statement (the bound is on SQLite's steps,
+        not on the caller's work)."""
+        anchor = self._anchor_of_pool
+        bounded = anchor if anchor is not None and conn is anchor.conn \
+            else self._busy.get(id(conn))
+        if bounded is not None:
+            bounded.deadline = time.monotonic() + STEP_SECONDS
 
     @contextlib.contextmanager
     def connection(self) -> Iterator[sqlite3.Connection]:

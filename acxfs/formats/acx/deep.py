@@ -19,20 +19,21 @@ from acxfs.formats.acx.check import AcxReport
 from acxfs.formats.acx.connection import ConnectionPool
 from acxfs.formats.acx.source import small_rows, stored_chunks
 from acxfs.limits import Limits
-from acxfs.skills import parse_skill
+from acxfs.skills import IndexRow, parse_skill
 
 SMALL_BLOB = 1024 * 1024
 
 
-def deep_check(result: AcxReport, limits: Limits) -> None:
-    """Inflate and hash every ROM file; re-derive the skill index (differences are warnings)."""
+def deep_check(result: AcxReport, pool: ConnectionPool, limits: Limits) -> None:
+    """Inflate and hash every ROM file, read through `pool` (on the file the shallow check
+    read); re-derive the skill index (differences are warnings)."""
     cartridge = result.cartridge
     assert cartridge is not None
-    pool = ConnectionPool(cartridge.rows.path)
-    signed = result.verdict.status != "warning" or not (
-        result.verdict.trust == "legacy" or result.verdict.unverified
-    )
+    signed = result.verdict.trust != "legacy" and not result.verdict.unverified
     pending = {e.ref: e for e in cartridge.tree.files()}
+    index: dict[str, IndexRow] = {}
+    for row in cartridge.rows.skills:  # paths are unique (rows.py): one row per SKILL.md
+        index.setdefault(row.sqlar_path, row)
 
     def check_one(entry: Entry, opener: Callable[[], Iterator[bytes]]) -> bool:
         """False when the check must stop (a signed file differs)."""
@@ -50,7 +51,7 @@ def deep_check(result: AcxReport, limits: Limits) -> None:
             return True
         if entry.path.count("/") == 3 and entry.path.startswith("rom/skills/") \
                 and entry.name == "SKILL.md":
-            _compare_index(result, entry.path, blob.read(0, blob.size))
+            _compare_index(result, index.get(entry.path), entry.path, blob.read(0, blob.size))
         blob.close()
         return True
 
@@ -70,13 +71,9 @@ def deep_check(result: AcxReport, limits: Limits) -> None:
     except TamperError as exc:
         result.verdict = v.Verdict("tampered", v.CONTENT_DIVERGES)
         result.warnings.append(str(exc))
-    finally:
-        pool.close()
 
 
-def _compare_index(result: AcxReport, path: str, data: bytes) -> None:
-    assert result.rows is not None
-    row = next((r for r in result.rows.skills if r.sqlar_path == path), None)
+def _compare_index(result: AcxReport, row: IndexRow | None, path: str, data: bytes) -> None:
     if row is None:
         result.warnings.append(f"acx_skill has no row for {path}")
         return

@@ -23,8 +23,7 @@ def describe(report: Report) -> dict[str, object]:
     doc["userVersion"] = f"0x{rows.user_version:08x}"
     doc["signedMeta"] = {k: rows.meta[k] for k in sorted(rows.meta) if k in signed_keys}
     doc["unsignedMeta"] = {k: rows.meta[k] for k in sorted(rows.meta) if k not in signed_keys}
-    rom = [r for r in rows.files if r.zone == "rom"]
-    save = [r for r in rows.files if r.zone == "save"]
+    rom, save = rows.rom_files, rows.save_files
     doc["rom"] = {"files": len(rom), "bytes": sum(r.sz for r in rom),
                   "storedBytes": sum(r.stored_len for r in rom)}
     doc["save"] = {"files": len(save), "bytes": sum(r.sz for r in save)}

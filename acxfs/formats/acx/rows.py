@@ -22,7 +22,6 @@ import os
 import re
 import sqlite3
 import stat
-from collections.abc import Callable
 from dataclasses import dataclass
 from hashlib import sha256
 from operator import itemgetter
@@ -53,10 +52,6 @@ class SqlarRow(NamedTuple):
     mtime: int
     sz: int
     stored_len: int
-
-    @property
-    def zone(self) -> str:
-        return "rom" if self.name.startswith("rom/") else "save"
 
 
 class ObjectRow(NamedTuple):
@@ -92,10 +87,6 @@ class CartridgeRows:
     meta: dict[str, str]
     skills: tuple[IndexRow, ...]
     live_oids: dict[str, str | None]  # non-sqlar ROM object -> 'sha256:' of its live value
-
-    @property
-    def files(self) -> tuple[SqlarRow, ...]:
-        return self.rom_files + self.save_files
 
 
 def check_file_header(path: str) -> None:
@@ -166,7 +157,7 @@ def _read(conn: sqlite3.Connection, path: str, limits: Limits) -> CartridgeRows:
         dir_rows=dirs,
         objects=objects,
         signature=_read_signature(conn, limits),
-        meta=_read_meta(conn, limits),
+        meta=_read_meta(conn),
         skills=_read_skills(conn, limits),
         live_oids=_live_oids(conn, objects),
     )
@@ -309,22 +300,18 @@ def _read_sqlar(
     dirs = [d for d in dirs if d not in ("rom", "save")]
     for table, key, what in _UNIQUE_KEYS:
         _check_unique(conn, table, key, what)
-    checks: tuple[tuple[str, Callable[[tuple[Any, ...]], AcxfsError]], ...] = (
-        (" UNION ALL ".join(  # bytes, not characters: length() of text stops at a NUL
-            f"SELECT {key} FROM {table} NOT INDEXED WHERE {size} > {int(limits.max_meta_bytes)}"
-            for table, key, size in (
-                ("cartridge", "key", "length(CAST(value AS BLOB))"),
-                ("memory", "id", "length(CAST(payload AS BLOB))"),
-                ("capabilities", "id", "length(CAST(json AS BLOB))"),
-                ("acx_skill", "sqlar_path", _SKILL_ROW_BYTES),
-            )
-        ),
-         lambda r: LimitError(f"{r[0]!r} holds a value larger than the limit")),
-    )
-    for query, error in checks:
-        found = conn.execute(query + " LIMIT 1").fetchone()
-        if found is not None:
-            raise error(found)
+    # Sizes in bytes, not characters: length() of text stops at a NUL.
+    oversized = conn.execute(" UNION ALL ".join(
+        f"SELECT {key} FROM {table} NOT INDEXED WHERE {size} > {int(limits.max_meta_bytes)}"
+        for table, key, size in (
+            ("cartridge", "key", "length(CAST(value AS BLOB))"),
+            ("memory", "id", "length(CAST(payload AS BLOB))"),
+            ("capabilities", "id", "length(CAST(json AS BLOB))"),
+            ("acx_skill", "sqlar_path", _SKILL_ROW_BYTES),
+        )
+    ) + " LIMIT 1").fetchone()
+    if oversized is not None:
+        raise LimitError(f"{oversized[0]!r} holds a value larger than the limit")
     names += dirs
     check_paths(names, limits)
     _check_conflicts(names, len(files), limits)
@@ -473,10 +460,11 @@ def _read_signature(conn: sqlite3.Connection, limits: Limits) -> SignatureRow | 
     )
 
 
-def _read_meta(conn: sqlite3.Connection, limits: Limits) -> dict[str, str]:
+def _read_meta(conn: sqlite3.Connection) -> dict[str, str]:
+    """The text rows of `cartridge` (keys unique and values bounded by `_read_sqlar`)."""
     meta: dict[str, str] = {}
     for key, value in conn.execute("SELECT key, value FROM cartridge NOT INDEXED"):
-        if isinstance(key, str) and isinstance(value, str) and len(value) <= limits.max_meta_bytes:
+        if isinstance(key, str) and isinstance(value, str):
             meta[key] = value
     return meta
 

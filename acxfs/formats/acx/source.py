@@ -30,19 +30,17 @@ class CartridgeSource:
     """Serves one verified cartridge; `with_save` adds the unsigned SAVE zone beside rom/."""
 
     skills_root = SKILLS_ROOT
-    default_root = ""
 
     def __init__(
-        self, cartridge: VerifiedCartridge, store: ContentStore, *, with_save: bool = False,
-        limits: Limits = DEFAULT_LIMITS, pool: ConnectionPool | None = None,
+        self, cartridge: VerifiedCartridge, store: ContentStore, pool: ConnectionPool, *,
+        with_save: bool = False, limits: Limits = DEFAULT_LIMITS,
     ) -> None:
         # Only what serving needs is kept: the check's rows (every sqlar and objects row) are
         # freed as soon as the report is, before a mount forks its daemon.
-        self.verdict = cartridge.verdict
         self.label = cartridge.rows.path
         self._store = store
         self._step = limits.chunk_bytes
-        self._pool = pool if pool is not None else ConnectionPool(cartridge.rows.path)
+        self._pool = pool  # on the pinned file the check read (ConnectionPool.serving)
         self.tree: Tree = cartridge.tree
         if with_save:
             files = [e for e in cartridge.tree.entries.values() if not e.is_dir]
@@ -89,13 +87,15 @@ def stored_chunks(pool: ConnectionPool, entry: Entry, step: int) -> Iterator[byt
 
 def small_rows(pool: ConnectionPool, max_stored: int) -> Iterator[tuple[int, bytes]]:
     """(rowid, stored bytes) of every row stored in at most `max_stored` bytes, in one scan
-    (for the deep check, where a BLOB handle per small file costs more than the file)."""
+    (for the deep check, where a BLOB handle per small file costs more than the file); each
+    step of the scan has its own `STEP_SECONDS`, whatever the caller does between rows."""
     try:
         with pool.connection() as conn:
             cursor = conn.execute(
                 "SELECT rowid, data FROM sqlar NOT INDEXED WHERE length(data) <= ?", (max_stored,))
             for rowid, data in cursor:
                 yield rowid, data if isinstance(data, bytes) else b""
+                pool.renew(conn)  # the caller verified that row meanwhile: not SQLite's time
     except (sqlite3.Error, UnicodeDecodeError, ValueError) as exc:
         raise TamperError(f"the cartridge cannot be read as it was checked ({exc})") from exc
 
@@ -143,6 +143,5 @@ def open_source(
         pool = ConnectionPool.serving(pin)
     finally:
         pin.close()
-    source = CartridgeSource(report.verified, store, with_save=with_save, limits=limits,
-                             pool=pool)
+    source = CartridgeSource(report.verified, store, pool, with_save=with_save, limits=limits)
     return source, report.verdict

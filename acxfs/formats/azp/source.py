@@ -29,16 +29,13 @@ class AzpSource:
     """Serves one checked package from the open file it was checked through."""
 
     skills_root = SKILLS_ROOT
-    default_root = ""
 
     def __init__(
-        self, package: Package, handle: BinaryIO, verdict: v.Verdict, store: ContentStore,
+        self, package: Package, handle: BinaryIO, store: ContentStore,
         limits: Limits = DEFAULT_LIMITS,
     ) -> None:
-        self.package = package
         self.tree: Tree = package.tree
         self.label = package.path
-        self.verdict = verdict
         self._store = store
         self._step = limits.chunk_bytes
         self._handle: BinaryIO | None = handle
@@ -98,7 +95,7 @@ def open_source(
                 "incompatible", f"{SKILL_ONLY}; this one is kind {json.dumps(package.kind)}."))
         if not report.verdict.allows(min_trust):
             raise UntrustedError(report.verdict)
-        return AzpSource(package, handle, report.verdict, store, limits), report.verdict
+        return AzpSource(package, handle, store, limits), report.verdict
     except BaseException:
         handle.close()
         raise
