@@ -48,7 +48,6 @@ class TempFile(_Staged):
     committing, so what is checked is what is put in place.  Leaving the context manager
     without a commit removes the temporary file."""
 
-
     @property
     def proc_path(self) -> str:
         """A path that opens exactly this file, for openers that need a path (SQLite)."""
@@ -186,7 +185,6 @@ class TempDir(_Staged):
     `commit`.  `fd` is the directory, opened `O_RDONLY` (usable with `fchmod`, and as the
     `dirfd` of the other helpers).  Leaving the context manager without a commit removes it
     and everything in it, through `fd` (whatever its name is by then)."""
-
 
     def commit(self) -> None:
         """Rename the directory to its name, which must not exist (`FileExistsError`); check

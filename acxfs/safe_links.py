@@ -55,9 +55,6 @@ def _put_back(dirfd: int, aside: str, name: str) -> None:
                               f"now {now}") from None
 
 
-
-
-
 def symlink_new_at(dirfd: int, name: str, target: str) -> None:
     """Make the link `name -> target` (`FileExistsError` if anything is at `name`), durably."""
     _check_name(name)

@@ -11,6 +11,7 @@ build metadata never counts.  `Version.text` keeps the text as written, for disp
 
 from __future__ import annotations
 
+import functools
 import re
 from dataclasses import dataclass, field
 
@@ -39,6 +40,7 @@ def _ident_key(ident: Identifier) -> _IdentKey:
     return (0, ident, "") if isinstance(ident, int) else (1, 0, ident)
 
 
+@functools.total_ordering
 @dataclass(frozen=True, eq=False)
 class Version:
     """A parsed version; ordered and compared by SemVer precedence (build metadata ignored,
@@ -80,21 +82,6 @@ class Version:
         if not isinstance(other, Version):
             return NotImplemented
         return self.key < other.key
-
-    def __le__(self, other: Version) -> bool:
-        if not isinstance(other, Version):
-            return NotImplemented
-        return self.key <= other.key
-
-    def __gt__(self, other: Version) -> bool:
-        if not isinstance(other, Version):
-            return NotImplemented
-        return self.key > other.key
-
-    def __ge__(self, other: Version) -> bool:
-        if not isinstance(other, Version):
-            return NotImplemented
-        return self.key >= other.key
 
 
 def _why_not(text: str) -> str:

@@ -21,7 +21,7 @@ import pytest
 
 from tests.support import cartwriter as cw
 from tests.support.library import agent_dirs, data_dir, home, listing
-from tests.support.mounting import acxfs, acxfs_command
+from tests.support.mounting import acxfs, acxfs_command, acxfs_mounts_under
 
 pytestmark = [pytest.mark.fuse, pytest.mark.usefixtures("library_stops")]
 
@@ -264,6 +264,61 @@ def test_add_killed_before_its_intent_leaves_the_old_library(tmp_path: Path,
     assert acxfs("list").returncode == 0
     assert not (home() / ".claude" / "skills" / "kappa-skill").exists()
     assert not list((data_dir() / "store").iterdir())
+
+
+def test_add_killed_after_the_daemon_loaded_it_leaves_nothing_served(tmp_path: Path,
+                                                                      local_key: None) -> None:
+    assert acxfs("add", pack(tmp_path, "omicron-skill")).returncode == 0  # the daemon runs
+    cart = pack(tmp_path, "pi-skill")
+    killed = subprocess.run([*acxfs_command(), "add", str(cart)],
+                            env={**os.environ, "ACXFS_TEST_KILL_AT": "add:served"},
+                            capture_output=True, text=True, timeout=60, check=False)
+    assert killed.returncode == -9
+    publisher = data_dir() / "mnt" / "io.github.tester"
+    assert "pi-skill" in os.listdir(publisher)  # loaded by the daemon before the kill
+    assert acxfs("list").returncode == 0  # the orphan is removed, and the daemon drops it
+    assert os.listdir(publisher) == ["omicron-skill"]
+    assert not (home() / ".claude" / "skills" / "pi-skill").exists()
+    assert [b["identity"] for b in listing()["bundles"]] == ["io.github.tester/omicron-skill"]
+    assert len(list((data_dir() / "store").iterdir())) == 1
+
+
+def test_add_finished_after_its_agent_directory_became_a_foreign_link(tmp_path: Path,
+                                                                       local_key: None) -> None:
+    cart = pack(tmp_path, "rho-skill")
+    killed = subprocess.run([*acxfs_command(), "add", str(cart)],
+                            env={**os.environ, "ACXFS_TEST_KILL_AT": "add:intent"},
+                            capture_output=True, text=True, timeout=60, check=False)
+    assert killed.returncode == -9
+    foreign = tmp_path / "foreign"
+    foreign.mkdir()
+    os.chown(foreign, 65534, 65534)
+    claude = home() / ".claude" / "skills"
+    claude.parent.mkdir(parents=True, exist_ok=True)
+    claude.symlink_to(foreign)  # made after the change was checked and written down
+    result = acxfs("list", "--json")  # finishes the change: that link is left alone, said so
+    assert result.returncode == 0, result.stderr
+    assert "Traceback" not in result.stderr and f"{claude}: " in result.stderr
+    assert not list(foreign.iterdir())
+    assert (home() / ".agents" / "skills" / "rho-skill" / "SKILL.md").is_file()
+    (bundle,) = json.loads(result.stdout)["bundles"]
+    states = {link["path"]: link["state"] for link in bundle["links"]}
+    assert states == {str(home() / ".agents" / "skills" / "rho-skill"): "ok",
+                      str(claude / "rho-skill"): "changed"}
+    assert not (data_dir() / "intent.json").exists()
+    assert acxfs("remove", "rho-skill").returncode == 0
+    assert not list(foreign.iterdir())
+
+
+def test_up_in_the_foreground_while_the_daemon_runs_starts_no_second_one(
+        tmp_path: Path, local_key: None) -> None:
+    assert acxfs("add", pack(tmp_path, "sigma-skill")).returncode == 0
+    pid = listing()["daemon"]["pid"]
+    result = acxfs("up", "-f")
+    assert result.returncode == 0, result.stderr
+    assert "already serves" in result.stdout and "Traceback" not in result.stderr
+    assert listing()["daemon"]["pid"] == pid
+    assert acxfs_mounts_under(home()) == [os.path.realpath(data_dir() / "mnt")]
 
 
 @pytest.mark.parametrize("step", ["remove:intent", "remove:unlink", "remove:commit",

@@ -280,6 +280,18 @@ def test_revert_swaps_back_and_keeps_the_floor(tmp_path: Path, local_key: None) 
                      absent={"rev-old-skill"})
 
 
+def test_revert_naming_one_bundle_twice_goes_back_once(tmp_path: Path, local_key: None) -> None:
+    old = pack(tmp_path, "1.0.0", "twice-skill")
+    new = pack(tmp_path, "2.0.0", "twice-skill")
+    assert acxfs("add", old).returncode == 0
+    assert acxfs("update", new).returncode == 0
+    result = acxfs("revert", IDENTITY, "twice-skill")  # by identity and by skill: one bundle
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.count("back to 1.0.0") == 1
+    assert_linked_to(served_at("1.0.0", old), {"twice-skill"})
+    assert listing()["bundles"][0]["version"] == "1.0.0"
+
+
 def test_revert_without_a_previous_revision_is_refused(tmp_path: Path, local_key: None) -> None:
     only = pack(tmp_path, "1.0.0", "only-skill")
     assert acxfs("add", only).returncode == 0

@@ -16,19 +16,17 @@ from acxfs.errors import EnvironmentProblem
 class Agent:
     name: str
     directory: str  # where acxfs links skills for it, below the home directory
-    also_reads: tuple[str, ...]  # other skill directories the agent reads
-    note: str
 
 
+# Which agents read each directory: docs/library.md, "Agents".
 AGENTS: tuple[Agent, ...] = (
-    Agent("agents", ".agents/skills", (),
-          "the cross-agent directory: Codex, Gemini CLI, Cursor, OpenCode, GitHub Copilot"),
-    Agent("claude", ".claude/skills", (), "Claude Code (also read by Cursor, OpenCode, Copilot)"),
-    Agent("codex", ".codex/skills", (".agents/skills",), "OpenAI Codex CLI"),
-    Agent("gemini", ".gemini/skills", (".agents/skills",), "Gemini CLI"),
-    Agent("cursor", ".agents/skills", (".claude/skills",), "Cursor"),
-    Agent("opencode", ".agents/skills", (".claude/skills",), "OpenCode"),
-    Agent("copilot", ".agents/skills", (".claude/skills",), "GitHub Copilot"),
+    Agent("agents", ".agents/skills"),  # Codex, Gemini CLI, Cursor, OpenCode, GitHub Copilot
+    Agent("claude", ".claude/skills"),  # Claude Code (also read by Cursor, OpenCode, Copilot)
+    Agent("codex", ".codex/skills"),
+    Agent("gemini", ".gemini/skills"),
+    Agent("cursor", ".agents/skills"),
+    Agent("opencode", ".agents/skills"),
+    Agent("copilot", ".agents/skills"),
 )
 DEFAULT_AGENTS = ("agents", "claude")  # one link in each reaches all six agents
 

@@ -138,7 +138,8 @@ def _step(outcome: Outcome, refusal: str | None) -> None:
 
 
 def recover(paths: LibraryPaths, sync_daemon: Callable[[], None]) -> Outcome | None:
-    """Finish the change an earlier command began, if any; remove orphan store files."""
+    """Finish the change an earlier command began, if any; remove orphan store files (and
+    have the daemon drop what it loaded of them)."""
     outcome = None
     try:
         text = paths.intent.read_text(encoding="utf-8")
@@ -151,16 +152,21 @@ def recover(paths: LibraryPaths, sync_daemon: Callable[[], None]) -> Outcome | N
             raise EnvironmentProblem(f"the library's unfinished change {paths.intent} is damaged "
                                      f"({exc}); remove it to give it up") from exc
         outcome = _finish(paths, intent, sync_daemon)
-    _remove_orphans(paths)
+    if _remove_orphans(paths):
+        sync_daemon()
     return outcome
 
 
-def _remove_orphans(paths: LibraryPaths) -> None:
-    """Store files no state names: copies of an `add` killed before it wrote its intent."""
+def _remove_orphans(paths: LibraryPaths) -> bool:
+    """Remove the store files no state names (copies of an `add` killed before it wrote its
+    intent); whether there were any."""
     state = load_state(paths.state)
     keep = state.store_files() if state else set()
-    with contextlib.suppress(FileNotFoundError):
-        for name in os.listdir(paths.store):
-            if name not in keep:
-                with contextlib.suppress(FileNotFoundError):
-                    os.unlink(paths.store / name)
+    try:
+        orphans = [name for name in os.listdir(paths.store) if name not in keep]
+    except FileNotFoundError:
+        return False
+    for name in orphans:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(paths.store / name)
+    return bool(orphans)

@@ -69,12 +69,15 @@ def conflict(link: Link) -> str | None:
 
 
 def make(link: Link) -> str | None:
-    with _directory(Path(link.directory), create=True) as fd:
-        try:
-            safe_links.symlink_new_at(fd, link.name, link.target)
-        except FileExistsError:
-            if _current(fd, link.name) != link.target:
-                return f"{link.path} already exists and acxfs did not make it; left alone"
+    try:
+        with _directory(Path(link.directory), create=True) as fd:
+            try:
+                safe_links.symlink_new_at(fd, link.name, link.target)
+            except FileExistsError:
+                if _current(fd, link.name) != link.target:
+                    return f"{link.path} already exists and acxfs did not make it; left alone"
+    except UnsafePathError as exc:  # the way to it changed since the change was checked
+        return f"{exc}; left alone"
     return None
 
 
@@ -82,11 +85,8 @@ def repoint(old: Link, new: Link) -> str | None:
     """Re-point `old` to `new.target` in one rename: a reader sees one tree or the other."""
     try:
         with _directory(Path(old.directory), create=False) as fd:
-            found = _current(fd, old.name)
-            if found == new.target:
+            if _current(fd, old.name) == new.target:
                 return None
-            if found != old.target:
-                return f"{old.path} was changed by hand; left alone"
             safe_links.replace_symlink_at(fd, old.name, new.target, expect_old=old.target)
     except FileNotFoundError:
         return f"{old.path} is gone (its directory was removed); left alone"
@@ -98,11 +98,8 @@ def repoint(old: Link, new: Link) -> str | None:
 def remove(link: Link) -> str | None:
     try:
         with _directory(Path(link.directory), create=False) as fd:
-            found = _current(fd, link.name)
-            if found is None:
+            if _current(fd, link.name) is None:
                 return None
-            if found != link.target:
-                return f"{link.path} was changed by hand; left alone"
             safe_links.remove_symlink_at(fd, link.name, expect_target=link.target)
     except FileNotFoundError:
         return None
@@ -120,6 +117,8 @@ def state_of(link: Link) -> str:
         if exc.errno in (errno.ENOENT, errno.ENOTDIR):
             return "missing"
         raise
+    except UnsafePathError:  # its directory was replaced by a link acxfs does not follow
+        return "changed"
     if found is None:
         return "missing"
     return "ok" if found == link.target else "changed"

@@ -14,7 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from acxfs.errors import DaemonDown, EnvironmentProblem, RefusedError, UntrustedError
+from acxfs.errors import AcxfsError, DaemonDown, EnvironmentProblem, RefusedError, UntrustedError
 from acxfs.library import agents, journal, links, server, versions
 from acxfs.library.control import request
 from acxfs.library.layout import LibraryPaths, library_paths
@@ -82,26 +82,28 @@ class Library:
             self.recover()
             state = self.state()
             trust = self.trust(state)
-            directories = agents.directories(agent_names, self.home) if agent_names else None
+            directories = agents.directories(agent_names, self.home)
             checked: list[Checked] = []
+            loading = False
             try:
                 for file in files:
                     checked.append(self._check_new(file, state, trust, checked, update_only,
                                                    allow_downgrade))
                 plan = Plan.of(state)
                 for c in checked:
-                    plan.install(c.revision, directories or agents.directories(None, self.home),
-                                 self.paths.mnt, allow_downgrade)
-                for link in plan.make:
-                    problem = links.conflict(link)
-                    if problem:
-                        raise RefusedError(f"{problem}; acxfs never replaces what it did not make")
+                    plan.install(c.revision, directories, self.paths.mnt)
+                self._refuse_conflicts(plan)
                 journal.fault_point("add:checked")
+                loading = True
                 self._serve([c.revision for c in checked], state)
+                journal.fault_point("add:served")
             except BaseException:
                 for c in checked:
                     if c.new_file:
                         os.unlink(self.paths.store / c.revision.file)
+                if loading:  # the daemon drops what it loaded for this refused change
+                    with contextlib.suppress(AcxfsError):
+                        self._sync()
                 raise
             outcome = journal.carry_out(self.paths, plan.intent("add"),
                                         self._sync)
@@ -122,23 +124,27 @@ class Library:
         with journal.locked(self.paths):
             self.recover()
             state = self.state()
+            identities = list(dict.fromkeys(self.resolve(state, name) for name in names))
             plan = Plan.of(state)
-            for name in names:
-                identity = self.resolve(state, name)
+            for identity in identities:
                 plan.revert(identity, self.paths.mnt)
-            for link in plan.make:
-                problem = links.conflict(link)
-                if problem:
-                    raise RefusedError(f"{problem}; acxfs never replaces what it did not make")
-            self._serve([plan.after.installed[self.resolve(state, n)].current for n in names],
-                        state)
+            self._refuse_conflicts(plan)
+            self._serve([plan.after.installed[i].current for i in identities], state)
             outcome = journal.carry_out(self.paths, plan.intent("revert"),
                                         self._sync)
         self._tell(outcome)
-        for name in names:
-            item = plan.after.installed[self.resolve(state, name)]
+        for identity in identities:
+            item = plan.after.installed[identity]
             self.say(printable(f"{item.current.identity}: back to {item.current.version}"))
         return 0
+
+    @staticmethod
+    def _refuse_conflicts(plan: Plan) -> None:
+        """Refuse the change when a link it would make has something not acxfs's in its way."""
+        for link in plan.make:
+            problem = links.conflict(link)
+            if problem:
+                raise RefusedError(f"{problem}; acxfs never replaces what it did not make")
 
     def _tell(self, outcome: journal.Outcome) -> None:
         for line in outcome.skipped:
@@ -221,8 +227,7 @@ class Library:
             intent = journal.Intent("remove", remove=gone, state=after.to_json(),
                                     delete_files=[f for f in files if f not in keep])
             outcome = journal.carry_out(self.paths, intent, self._sync)
-        for line in outcome.skipped:
-            self.note(printable(f"acxfs: note: {line}"))
+        self._tell(outcome)
         for identity in dict.fromkeys(identities):
             self.say(printable(f"removed {identity}"))
         return 0
@@ -236,16 +241,17 @@ class Library:
             self.recover()
             state = self.state()
             self.trust(state)
-            if server.running(self.paths):
-                if reload:
-                    request(self.paths.socket, {"op": "reload"})
-                else:
-                    self.say(f"the library daemon already serves {self.paths.mnt}")
-            elif foreground:
-                pass
-            else:
+            running = server.running(self.paths)
+            if running and reload:
+                answer = request(self.paths.socket, {"op": "reload"})
+                if not answer.get("ok"):
+                    raise EnvironmentProblem("the library daemon could not re-check the library: "
+                                             f"{answer.get('error')}")
+            elif running:  # with -f too: one daemon per library, and a service sees success
+                self.say(f"the library daemon already serves {self.paths.mnt}")
+            elif not foreground:
                 server.start(self.paths, state, foreground=False, say=self.say)
-            if not foreground:
+            if running or not foreground:
                 self._reconcile(state)
                 self._report_links(self.state())
                 return 0

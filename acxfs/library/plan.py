@@ -34,10 +34,9 @@ class Plan:
     def of(cls, state: LibraryState) -> Plan:
         return cls(state, copy.deepcopy(state))
 
-    def install(self, rev: Revision, directories: list[Path], mnt: Path,
-                allow_downgrade: bool) -> None:
-        """Make `rev` the served revision of its identity (the one before it kept)."""
-        del allow_downgrade  # checked before the plan: the floor is only ever raised here
+    def install(self, rev: Revision, directories: list[Path], mnt: Path) -> None:
+        """Make `rev` the served revision of its identity (the one before it kept); its floor
+        (checked before the plan) is only ever raised here."""
         floor = versions.raised_floor(rev, self.after.floors.get(rev.identity))
         if floor is not None:
             self.after.floors[rev.identity] = floor

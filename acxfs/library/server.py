@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from acxfs import daemon, formats
+from acxfs.container import Identity
 from acxfs.content import ContentStore, process_store
 from acxfs.errors import AcxfsError, DaemonDown
 from acxfs.fs import AcxOperations, Mounted
@@ -56,13 +57,14 @@ class LibraryServer:
     def _trust(self) -> TrustContext:
         return load_trust(store=self.trust_dir)
 
-    def check(self, file: str, trust: TrustContext, expected: Revision | None) -> Mounted:
-        """The store file, checked now, as a source ready to serve (AcxfsError otherwise)."""
+    def verify(self, file: str, trust: TrustContext,
+               expected: Revision | None) -> tuple[str, Identity]:
+        """Check the store file now (AcxfsError unless it is verified and, when `expected`,
+        still what was installed); the prefix it is served under, and its identity."""
         match = STORE_NAME.fullmatch(file)
         if match is None:
             raise AcxfsError(f"{file!r} is not a store file name")
-        path = str(self.paths.store / file)
-        report = formats.check(path, trust, deep=False)
+        report = formats.check(str(self.paths.store / file), trust, deep=False)
         verdict = report.verdict
         if verdict.status != "verified":
             raise AcxfsError(verdict.line)
@@ -71,6 +73,15 @@ class LibraryServer:
         prefix = f"{identity.name}/{identity.version}-{match.group(1)[:12]}"
         if expected is not None and (expected.prefix, expected.skills) != (prefix, skills):
             raise AcxfsError("the store file no longer matches what was installed")
+        return prefix, identity
+
+    def check(self, file: str, trust: TrustContext, expected: Revision | None) -> Mounted:
+        """The store file, checked now (`verify`), as a source ready to serve."""
+        return self._open(file, trust, *self.verify(file, trust, expected))
+
+    def _open(self, file: str, trust: TrustContext, prefix: str, identity: Identity) -> Mounted:
+        """A source serving the store file `verify` passed, reading through the store."""
+        path = str(self.paths.store / file)
         source, verdict = formats.open_source(path, trust, self.store, min_trust="verified")
         # Shown no older than the install: an agent that polls mtimes (Claude Code) notices an
         # update even when the new SKILL.md has the old one's size and stored mtime.
@@ -116,15 +127,13 @@ class LibraryServer:
             if prefix in self.served and not recheck:
                 continue
             try:
-                mounted = self.check(rev.file, trust, rev)
+                if prefix in self.served:
+                    self.verify(rev.file, trust, rev)  # still good: keep the one serving
+                else:
+                    self._attach(self.check(rev.file, trust, rev), rev.file)
             except (AcxfsError, OSError) as exc:
                 self._detach(prefix)
                 self.refused[prefix] = str(exc)
-                continue
-            if prefix in self.served:
-                mounted.source.close()  # still good: keep the one that is serving
-            else:
-                self._attach(mounted, rev.file)
 
     # --- the control channel -------------------------------------------------------------
 
@@ -137,12 +146,11 @@ class LibraryServer:
                 return self.status()
             if op == "load":
                 file = str(doc.get("file"))
-                mounted = self.check(file, self._trust(), None)
-                if mounted.prefix in self.served:
-                    mounted.source.close()
-                else:
-                    self._attach(mounted, file)
-                return {"ok": True, "path": str(self.paths.mnt / mounted.prefix)}
+                trust = self._trust()
+                prefix, identity = self.verify(file, trust, None)
+                if prefix not in self.served:
+                    self._attach(self._open(file, trust, prefix, identity), file)
+                return {"ok": True, "path": str(self.paths.mnt / prefix)}
             if op in ("sync", "reload"):
                 self.sync(recheck=op == "reload")
                 return self.status()

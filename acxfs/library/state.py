@@ -106,7 +106,8 @@ class LibraryState:
     def from_json(cls, text: str, source: Path) -> LibraryState:
         try:
             doc = strict_json.loads(text)
-            assert isinstance(doc, dict) and doc.get("schema") == SCHEMA
+            if not isinstance(doc, dict) or doc.get("schema") != SCHEMA:
+                raise ValueError(f"not {SCHEMA}")
             installed = {
                 identity: Installed(
                     current=_revision(item["current"]),
@@ -119,8 +120,8 @@ class LibraryState:
             }
             floors = {k: Floor(**f) for k, f in doc["floors"].items()}
             return cls(str(doc["trustDir"]), installed, floors)
-        except (ValueError, KeyError, TypeError, AssertionError, AttributeError) as exc:
-            raise EnvironmentProblem(f"the library state {source} is damaged ({exc or 'schema'}); "
+        except (ValueError, KeyError, TypeError, AttributeError) as exc:
+            raise EnvironmentProblem(f"the library state {source} is damaged ({exc}); "
                                      "acxfs will not guess what is installed") from exc
 
 
