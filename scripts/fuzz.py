@@ -63,8 +63,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--only", type=int, help="check only mutant INDEX (in-process)")
     parser.add_argument("--keep", type=Path, help="with --only: keep the mutant here")
     parser.add_argument("--json", type=Path, help="write the JSON summary here")
-    # Accepted for old command lines; a no-op: the known bugs are fixed, none is tolerated.
-    parser.add_argument("--tolerate-known", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--workdir", type=Path, help="scratch directory (default: a temp dir)")
     args = parser.parse_args(argv)
 

@@ -9,9 +9,8 @@ for an unusable mutated registry), never a traceback or a hang; when `verify` ac
 every file prints exactly the signed bytes or fails with exit 5 and prints nothing; `inspect`
 shows as signed only the signed facts; a mount serves the signed bytes or EIO.
 
-A violation that matches a known acxfs bug whose reproducer still fails is tolerated here; the
-bugs fuzzing found are fixed, and their reproducers below must stay harmless, so every fuzz
-hit now counts.
+The bugs fuzzing found are fixed and their reproducers below must stay harmless; every fuzz
+hit counts.
 """
 
 from __future__ import annotations
@@ -358,7 +357,7 @@ def test_fuzz_script_runs_and_summarises(tmp_path: Path) -> None:
     out = tmp_path / "summary.json"
     done = subprocess.run(
         [sys.executable, "-m", "scripts.fuzz", "--count", "24", "--seed", "3",
-         "--workers", "2", "--mount-sample", "0", "--no-real", "--tolerate-known",
+         "--workers", "2", "--mount-sample", "0", "--no-real",
          "--json", str(out), "--workdir", str(tmp_path)],
         capture_output=True, text=True, timeout=300, check=False, cwd=REPO,
     )
