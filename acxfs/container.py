@@ -2,10 +2,10 @@
 
 Invariant: a `Source` is built only from a container that passed its check; its `tree` holds
 verified metadata (paths, kinds, sizes, signed digests) and its only byte API, `blob` and
-`read`, returns bytes whose sha256 matched the entry's digest (through `acxfs.content`).
+`read`, returns bytes whose sha256 matched the entry's digest (through `acxfs.content.cache`).
 No public method hands out stored bytes.  `Report` is a format's non-raising check result
 and `Identity` the signed facts that name a bundle.  This module imports nothing from
-`acxfs.formats` or `acxfs.content`, so every format and every consumer can import it.
+`acxfs.formats` or `acxfs.content.cache`, so every format and every consumer can import it.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Literal, NamedTuple, Protocol
 
-from acxfs.keys import PublicKey
+from acxfs.signing.keys import PublicKey
 from acxfs.verdict import Verdict
 
 SEGMENT_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")

@@ -1095,7 +1095,7 @@ def inflate_and_hash(acx: Path, names: Sequence[str]) -> float:
                     if inflater is None:
                         hasher.update(chunk)
                         continue
-                    while chunk:  # bounded output, as acxfs.content inflates
+                    while chunk:  # bounded output, as acxfs.content.cache inflates
                         hasher.update(inflater.decompress(chunk, STEP))
                         chunk = inflater.unconsumed_tail
                 if inflater is not None:

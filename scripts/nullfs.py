@@ -12,7 +12,7 @@ It is the floor as a careful fusepy filesystem can reach it, with acxfs's own ch
 kept across opens), `flush`, `opendir`, `releasedir` and `ioctl` are left to libfuse,
 readdir returns only each entry's type, getxattr answers ENOTSUP (so `ls -l` stops asking
 for SELinux labels and ACLs after the first file), and each libfuse worker thread keeps its
-Python thread state (acxfs.fuse_threads).  `--with-open` restores a classic open/release
+Python thread state (acxfs.mount.threads).  `--with-open` restores a classic open/release
 pair, to show what no-open mode saves.
 
     python scripts/nullfs.py MIRROR_DIR MOUNTPOINT      # serves in the foreground
@@ -31,7 +31,7 @@ from typing import Any
 
 from fuse import FUSE, FuseOSError, Operations
 
-from acxfs.fuse_threads import pin_current_thread
+from acxfs.mount.threads import pin_current_thread
 
 BLOCK = 128 * 1024
 FILL = b"n" * BLOCK

@@ -93,7 +93,7 @@ def test_expectations_cover_exactly_the_nine_fixtures() -> None:
 def test_conformance_fixture_reproduces_expectations(run_cli, tmp_path: Path, name: str) -> None:
     from acxfs.formats import check
     from acxfs.formats.azp.check import AzpReport
-    from acxfs.trust import load_trust
+    from acxfs.trust.store import load_trust
 
     want = EXPECTATIONS["fixtures"][name]
     keys = conformance_trust_files(tmp_path)
@@ -120,10 +120,10 @@ def test_conformance_fixture_reproduces_expectations(run_cli, tmp_path: Path, na
 def test_conformance_fixture_is_never_mounted(tmp_path: Path, name: str) -> None:
     # None of the nine is kind "skill": intact ones are refused as incompatible (exit 6),
     # broken ones with their integrity verdict; no trust level changes that.
-    from acxfs.content import ContentStore
+    from acxfs.content.cache import ContentStore
     from acxfs.errors import UntrustedError
     from acxfs.formats.azp.source import open_source
-    from acxfs.trust import load_trust
+    from acxfs.trust.store import load_trust
 
     trust = load_trust((), [str(p) for p in conformance_trust_files(tmp_path)])
     with pytest.raises(UntrustedError) as refused:
@@ -214,7 +214,7 @@ def test_real_package_inspect_shows_skill_block_without_inflating_payload(
 
     monkeypatch.setattr("acxfs.formats.azp.check.read_small", spy)
     monkeypatch.setattr("acxfs.formats.azp.deep.verify_content", forbidden)
-    monkeypatch.setattr("acxfs.content.verify_content", forbidden)
+    monkeypatch.setattr("acxfs.content.cache.verify_content", forbidden)
     result = run_cli("inspect", REAL_PKG)
     assert result.code == 0
     assert sorted(read) == ["manifest.json", "signature.json"]
@@ -515,10 +515,10 @@ def test_independent_writer_builds_a_trusted_baseline(run_cli, tmp_path, trust_k
 def test_hostile_package_is_tampered_and_never_served(
     run_cli, tmp_path: Path, trust_key: Path, attack: str
 ) -> None:
-    from acxfs.content import ContentStore
+    from acxfs.content.cache import ContentStore
     from acxfs.errors import UntrustedError
     from acxfs.formats.azp.source import open_source
-    from acxfs.trust import load_trust
+    from acxfs.trust.store import load_trust
 
     pkg = hostile_packages(tmp_path)[attack]
     result = run_cli("verify", pkg, "--trust-key", trust_key)
@@ -723,7 +723,7 @@ def test_signer_key_is_only_the_verified_signer(tmp_path: Path) -> None:
     from acxfs.errors import EnvironmentProblem
     from acxfs.formats import check
     from acxfs.formats.azp.signer import signer_key
-    from acxfs.trust import TrustContext
+    from acxfs.trust.policy import TrustContext
 
     report = check(str(demo_azp(tmp_path / "demo.azp")), TrustContext())
     assert signer_key(report, keyid(TEST_KEY)).spki_der == spki(TEST_KEY)
@@ -1003,7 +1003,7 @@ def test_an_archive_declaring_too_many_entries_is_refused_before_its_directory_i
 ) -> None:
     from acxfs.formats import check
     from acxfs.limits import Limits
-    from acxfs.trust import TrustContext
+    from acxfs.trust.policy import TrustContext
 
     raw = _archive_of(tmp_path / "many.azp", 11)
     second = raw.find(b"PK\x01\x02", raw.find(b"PK\x01\x02") + 4)
@@ -1017,7 +1017,7 @@ def test_an_archive_declaring_too_many_entries_is_refused_before_its_directory_i
 def test_a_zip64_end_record_declaring_too_many_entries_is_refused(tmp_path: Path) -> None:
     from acxfs.formats import check
     from acxfs.limits import Limits
-    from acxfs.trust import TrustContext
+    from acxfs.trust.policy import TrustContext
 
     raw = _archive_of(tmp_path / "small.azp", 2)
     end = raw.rfind(b"PK\x05\x06")

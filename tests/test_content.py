@@ -13,7 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from acxfs.container import Entry
-from acxfs.content import ContentStore, MemoryBlob, SpilledBlob, verify_content
+from acxfs.content.cache import ContentStore, MemoryBlob, SpilledBlob, verify_content
 from acxfs.errors import TamperError
 from acxfs.limits import Limits
 
@@ -51,7 +51,7 @@ def test_every_sqlar_encoding_yields_the_signed_bytes(encode: Callable[[bytes], 
 def test_raw_deflate_that_looks_like_zlib_still_verifies() -> None:
     # A raw stream whose first two bytes pass the zlib header test: a stored block of 29 bytes
     # starts 08 1d (0x081d % 31 == 0). zlib is tried first, fails, and raw DEFLATE decides.
-    from acxfs.content import looks_like_zlib
+    from acxfs.content.cache import looks_like_zlib
 
     head, tail = DATA[:29], DATA[29:400]
     stored = (b"\x08" + (29).to_bytes(2, "little") + (0xFFFF - 29).to_bytes(2, "little") + head
@@ -223,7 +223,7 @@ def test_a_connection_that_cannot_open_is_no_tamper_event(make_cartridge, truste
     from acxfs.formats import open_source
     from acxfs.formats.acx.connection import ConnectionPool
     from acxfs.formats.acx.source import stored_chunks
-    from acxfs.trust import load_trust
+    from acxfs.trust.store import load_trust
 
     store = ContentStore()
     cart = make_cartridge()
@@ -300,7 +300,7 @@ _MUTATIONS = st.sampled_from(["as is", "truncate", "append", "flip", "shorter si
 def test_small_files_inflate_in_one_call_exactly_as_streamed(
     data: bytes, wbits: int | None, mutation: str, where: int,
 ) -> None:
-    from acxfs.content import _inflate_whole, _inflate_with, _StreamError
+    from acxfs.content.cache import _inflate_whole, _inflate_with, _StreamError
 
     stored = data if wbits is None else (
         zlib.compress(data) if wbits == 15 else _raw(data))

@@ -11,7 +11,7 @@ from acxfs import formats
 from acxfs.container import Identity
 from acxfs.errors import IdentityError
 from acxfs.formats.azp.check import AzpReport
-from acxfs.trust import TrustContext
+from acxfs.trust.policy import TrustContext
 from tests.support.azpwriter import demo_azp
 from tests.support.demo import PUBLISHER
 

@@ -19,7 +19,7 @@ from typing import Any
 
 import pytest
 
-from acxfs.library.layout import library_paths
+from acxfs.paths import library_paths
 from tests.support.library import data_dir, home, listing
 from tests.support.mounting import acxfs, acxfs_command
 

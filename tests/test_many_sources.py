@@ -13,11 +13,11 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from acxfs.container import Source
-from acxfs.content import ContentStore
+from acxfs.content.cache import ContentStore
 from acxfs.formats import open_source
 from acxfs.formats.acx import connection
 from acxfs.limits import DEFAULT_LIMITS
-from acxfs.trust import load_trust
+from acxfs.trust.store import load_trust
 from tests.support import cartwriter as cw
 from tests.support.demo import PUBLISHER
 

@@ -528,7 +528,8 @@ def test_an_unusable_state_directory_is_one_line_before_anything_starts(
 
 def test_a_failed_mount_never_undoes_another_live_mount(hello: Path, tmp_path: Path) -> None:
     # Two mounts racing for one mountpoint: the loser's clean-up must leave the winner alone.
-    from acxfs.daemon import _stop_failed_daemon, read_state
+    from acxfs.mount.lifecycle import _stop_failed_daemon
+    from acxfs.mount.records import read_state
 
     with mounted(hello, tmp_path / "mnt") as m:
         loser = os.fork()
@@ -565,7 +566,7 @@ def test_busy_umount_detaches_and_the_old_daemon_keeps_off_a_new_mounts_state(
 
 
 def test_a_daemon_that_ignores_sigterm_is_killed_after_a_failed_start(tmp_path: Path) -> None:
-    from acxfs.daemon import _stop_failed_daemon
+    from acxfs.mount.lifecycle import _stop_failed_daemon
 
     child = os.fork()
     if child == 0:  # a stand-in for a daemon stuck before it became ready

@@ -16,9 +16,9 @@ from pathlib import Path
 
 import pytest
 
-from acxfs import daemon
 from acxfs.errors import EnvironmentProblem
-from acxfs.library.layout import library_paths
+from acxfs.mount import preflight
+from acxfs.paths import library_paths, mount_records_dir
 from tests.support.demo import PUBLISHER
 from tests.support.mounting import acxfs, attempt_mount, mount_rows, processes_mentioning
 
@@ -122,9 +122,9 @@ def test_the_log_file_and_an_input_are_refused_as_mountpoints(hello: Path, tmp_p
 def test_only_the_librarys_own_mount_may_use_its_mnt() -> None:
     mnt = str(library_paths().mnt)
     with pytest.raises(EnvironmentProblem, match="skills library"):
-        daemon.check_mountpoint(mnt, [], None)
-    daemon.check_mountpoint(mnt, [], None, library_mount=True)
-    for other in (library_paths().store, library_paths().root, daemon.state_dir() / "mounts",
+        preflight.check_mountpoint(mnt, [], None)
+    preflight.check_mountpoint(mnt, [], None, reserved=library_paths().mnt)
+    for other in (library_paths().store, library_paths().root, mount_records_dir(),
                   library_paths().mnt / "inner"):
         with pytest.raises(EnvironmentProblem):
-            daemon.check_mountpoint(str(other), [], None, library_mount=True)
+            preflight.check_mountpoint(str(other), [], None, reserved=library_paths().mnt)

@@ -323,8 +323,8 @@ def test_parallel_trust_adds_of_one_key_all_succeed(run_cli, tmp_path) -> None:
 
 
 def test_trust_add_never_writes_through_a_link_planted_beside_the_pin(run_cli, tmp_path) -> None:
-    from acxfs.keys import load_public_key_file
-    from acxfs.trust import pin_path
+    from acxfs.signing.keys import load_public_key_file
+    from acxfs.trust.store import pin_path
 
     assert run_cli("keygen", tmp_path / "k.pem").code == 0
     key = load_public_key_file(str(tmp_path / "k.pub.pem"))
@@ -412,7 +412,7 @@ def test_keygen_refuses_a_directory_target_and_keeps_the_pair(run_cli, tmp_path)
 
 def test_a_file_with_the_bytes_of_a_cartridge_fact_is_refused_before_writing(run_cli,
                                                                             tmp_path) -> None:
-    from acxfs.jcs import canonical_bytes
+    from acxfs.signing.jcs import canonical_bytes
 
     run_cli("keygen")
     fact = canonical_bytes({"key": "acx.artifact_version", "value": "1.0.0"})
@@ -439,7 +439,7 @@ def test_keys_and_pins_honour_the_umask(run_cli, tmp_path) -> None:
 
 def test_a_directory_another_process_makes_meanwhile_is_used_not_claimed(tmp_path,
                                                                         monkeypatch) -> None:
-    from acxfs import safe_fs
+    from acxfs.safe import dirs as safe_dirs
 
     real_mkdir = os.mkdir
 
@@ -449,7 +449,7 @@ def test_a_directory_another_process_makes_meanwhile_is_used_not_claimed(tmp_pat
         real_mkdir(path, mode, dir_fd=dir_fd)
 
     monkeypatch.setattr(os, "mkdir", racing_mkdir)
-    with safe_fs.make_dirs(tmp_path / "shared" / "mine") as made:
+    with safe_dirs.make_dirs(tmp_path / "shared" / "mine") as made:
         assert made.made == [str(tmp_path / "shared" / "mine")]
         made.remove_made()
     assert (tmp_path / "shared").is_dir()

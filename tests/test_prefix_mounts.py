@@ -22,9 +22,9 @@ import pytest
 
 from acxfs import formats
 from acxfs.container import Source
-from acxfs.content import ContentStore
-from acxfs.fs import AcxOperations, FuseOSError, Mounted
-from acxfs.trust import load_trust
+from acxfs.content.cache import ContentStore
+from acxfs.mount.operations import AcxOperations, FuseOSError, Mounted
+from acxfs.trust.store import load_trust
 from tests.support import cartwriter as cw
 from tests.support.demo import DEMO_FILES
 from tests.support.mounting import acxfs, mount_rows, wait_for
@@ -188,10 +188,11 @@ def test_a_tampered_file_is_eio_and_recorded_once_with_its_source(opened) -> Non
 
 MOUNT_TWO = """
 import sys
-from acxfs import daemon, formats
-from acxfs.content import ContentStore
-from acxfs.fs import Mounted
-from acxfs.trust import load_trust
+from acxfs import formats
+from acxfs.mount import lifecycle
+from acxfs.content.cache import ContentStore
+from acxfs.mount.operations import Mounted
+from acxfs.trust.store import load_trust
 
 mountpoint, registry, *pairs = sys.argv[1:]
 store, trust = ContentStore(), load_trust([registry])
@@ -199,9 +200,9 @@ mounts = []
 for prefix, path in zip(pairs[::2], pairs[1::2]):
     source, verdict = formats.open_source(path, trust, store)
     mounts.append(Mounted(prefix, source, "rom/skills/demo-skill", verdict, path))
-plan = daemon.MountPlan(mountpoint, mounts, store, "library", name="acxfs-test-library",
+plan = lifecycle.MountPlan(mountpoint, mounts, store, "library", name="acxfs-test-library",
                         fuse_options={"negative_timeout": 0}, announce=print)
-sys.exit(daemon.mount(plan))
+sys.exit(lifecycle.mount(plan))
 """
 
 

@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from acxfs.content import ContentStore
+from acxfs.content.cache import ContentStore
 from acxfs.formats import open_source
-from acxfs.trust import load_trust
+from acxfs.trust.store import load_trust
 from tests.support import REAL
 from tests.support import cartwriter as cw
 from tests.support.demo import DEMO_FILES
@@ -178,7 +178,7 @@ def test_extract_honours_the_umask(run_cli, make_cartridge, trusted_registry, tm
 
 
 def test_a_finished_tree_never_replaces_a_directory_made_meanwhile(tmp_path) -> None:
-    from acxfs.safe_fs import rename_noreplace_at
+    from acxfs.safe.dirs import rename_noreplace_at
 
     staging, dest = tmp_path / ".staging", tmp_path / "dest"
     (staging / "sub").mkdir(parents=True)
@@ -208,7 +208,7 @@ def test_a_source_keeps_the_tree_but_not_the_checked_rows(make_cartridge, truste
     import gc
 
     from acxfs.formats.acx.rows import CartridgeRows
-    from acxfs.trust import load_trust
+    from acxfs.trust.store import load_trust
 
     trust = load_trust(registries=[str(trusted_registry)])
     source, verdict = open_source(str(make_cartridge()), trust, ContentStore())

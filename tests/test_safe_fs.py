@@ -1,4 +1,4 @@
-"""acxfs.safe_fs: no write ever goes through a link or replaces what acxfs did not make.
+"""acxfs.safe.dirs: no write ever goes through a link or replaces what acxfs did not make.
 
 The attacks run as root in a world-writable, non-sticky directory, with the attacker's moves
 made by a child process running as `nobody` at the step boundary they target (the module's
@@ -15,8 +15,10 @@ from pathlib import Path
 
 import pytest
 
-from acxfs import safe_files, safe_fs, safe_links
 from acxfs.errors import UnsafePathError
+from acxfs.safe import dirs as safe_dirs
+from acxfs.safe import files as safe_files
+from acxfs.safe import links as safe_links
 from tests.support.attacker import NOBODY, as_nobody, assert_secret_untouched
 
 LONG = "n" * 255
@@ -26,7 +28,7 @@ root_only = pytest.mark.skipif(os.geteuid() != 0, reason="the attacks need root 
 
 @pytest.fixture
 def dirfd(shared: Path) -> Iterator[int]:
-    fd = safe_fs.open_dir(shared)
+    fd = safe_dirs.open_dir(shared)
     try:
         yield fd
     finally:
@@ -46,7 +48,7 @@ def at_step(monkeypatch: pytest.MonkeyPatch, wanted: str, action: Callable[[], N
         if step == wanted and seen.count(step) == 1:
             action()
 
-    monkeypatch.setattr(safe_fs, "_checkpoint", checkpoint)
+    monkeypatch.setattr(safe_dirs, "_checkpoint", checkpoint)
     return seen
 
 
@@ -57,7 +59,7 @@ def renames(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> 
         def unsupported(old_dirfd: int, old: str, new_dirfd: int, new: str, flags: int) -> None:
             raise OSError(errno.ENOSYS, os.strerror(errno.ENOSYS), new)
 
-        monkeypatch.setattr(safe_fs, "_renameat2", unsupported)
+        monkeypatch.setattr(safe_dirs, "_renameat2", unsupported)
     return str(request.param)
 
 
@@ -95,8 +97,8 @@ def test_symlink_planted_at_the_temp_name_is_never_written_through(
 ) -> None:
     as_nobody(lambda: os.symlink(secret / "victim", shared / ".acxfs-planted.tmp"))
     names = iter([".acxfs-planted.tmp"])
-    real = safe_fs._temp_name
-    monkeypatch.setattr(safe_fs, "_temp_name", lambda: next(names, None) or real())
+    real = safe_dirs._temp_name
+    monkeypatch.setattr(safe_dirs, "_temp_name", lambda: next(names, None) or real())
     WRITERS[writer](dirfd, "out")
     assert (shared / "out").read_bytes() == b"new bytes"
     assert not (shared / "out").is_symlink()
@@ -153,11 +155,11 @@ def test_symlink_planted_as_a_directory_on_the_way_is_refused(
     as_nobody(lambda: os.symlink(secret, shared / "sub"))
     path = shared / "sub" if depth == "last" else shared / "sub" / "deeper"
     with pytest.raises(UnsafePathError, match="symbolic link"):
-        os.close(safe_fs.open_dir(path))
+        os.close(safe_dirs.open_dir(path))
     with pytest.raises(UnsafePathError, match="symbolic link"):
-        safe_fs.make_dirs(shared / "sub" / "new" / "deeper").close()
+        safe_dirs.make_dirs(shared / "sub" / "new" / "deeper").close()
     with pytest.raises(UnsafePathError, match="symbolic link"):  # nobody's link, not followed
-        os.close(safe_fs.open_dir(path, allow_user_symlink=True))
+        os.close(safe_dirs.open_dir(path, allow_user_symlink=True))
     assert_secret_untouched(secret)
 
 
@@ -174,7 +176,7 @@ def test_directory_swapped_for_a_symlink_between_mkdir_and_open_is_refused(
 
     seen = at_step(monkeypatch, "make_dirs_at:open", swap)
     with pytest.raises(UnsafePathError, match="symbolic link"):
-        safe_fs.make_dirs(shared / "new" / "deeper").close()
+        safe_dirs.make_dirs(shared / "new" / "deeper").close()
     assert "make_dirs_at:open" in seen
     assert os.listdir(shared / "moved") == []
     assert_secret_untouched(secret)
@@ -359,7 +361,7 @@ def test_a_255_byte_name_works_for_every_writer(shared: Path, dirfd: int, rename
         staging.commit()
     assert (shared / LONG / LONG).read_bytes() == b"inside"
     deeper = "d" + LONG[1:]
-    with safe_fs.make_dirs_at(dirfd, f"{LONG}/{deeper}") as made:
+    with safe_dirs.make_dirs_at(dirfd, f"{LONG}/{deeper}") as made:
         assert made.made == [f"{shared}/{LONG}/{deeper}"]
     assert temp_entries(shared) == []
 
@@ -418,7 +420,7 @@ def test_without_renameat2_new_files_still_never_replace(
         calls.append(flags)
         raise OSError(errno.ENOSYS, os.strerror(errno.ENOSYS), new)
 
-    monkeypatch.setattr(safe_fs, "_renameat2", unsupported)
+    monkeypatch.setattr(safe_dirs, "_renameat2", unsupported)
     safe_files.write_new_at(dirfd, "out", b"first", 0o644)
     with pytest.raises(FileExistsError):
         safe_files.write_new_at(dirfd, "out", b"second", 0o644)
@@ -427,10 +429,10 @@ def test_without_renameat2_new_files_still_never_replace(
     with pytest.raises(FileExistsError):
         safe_files.write_new_at(dirfd, "dir", b"second", 0o644)
     (shared / "src").write_bytes(b"moved")
-    safe_fs.rename_noreplace_at(dirfd, "src", dirfd, "moved")
+    safe_dirs.rename_noreplace_at(dirfd, "src", dirfd, "moved")
     with pytest.raises(FileExistsError), safe_files.open_new_dir_at(dirfd, "dir") as staging:
         staging.commit()
-    assert calls and set(calls) == {safe_fs.RENAME_NOREPLACE}
+    assert calls and set(calls) == {safe_dirs.RENAME_NOREPLACE}
     assert (shared / "out").read_bytes() == b"first"
     assert (shared / "moved").read_bytes() == b"moved"
     assert os.listdir(shared / "dir") == ["kept"]
@@ -475,7 +477,7 @@ def test_make_dirs_returns_what_it_made_and_takes_back_only_that(
         (shared / "a" / "b").mkdir()
 
     at_step(monkeypatch, "make_dirs_at:mkdir", other_process)
-    with safe_fs.make_dirs(shared / "a" / "b" / "c" / "d") as made:
+    with safe_dirs.make_dirs(shared / "a" / "b" / "c" / "d") as made:
         assert made.made == [f"{shared}/a/b/c", f"{shared}/a/b/c/d"]
         safe_files.write_new_at(made.fd, "file", b"x", 0o644)
         made.remove_made()  # "d" is not empty: nothing removed
@@ -489,7 +491,7 @@ def test_make_dirs_returns_what_it_made_and_takes_back_only_that(
 def test_make_dirs_at_takes_back_nothing_swapped_in_for_what_it_made(
     shared: Path, dirfd: int,
 ) -> None:
-    with safe_fs.make_dirs_at(dirfd, "x/y") as made:
+    with safe_dirs.make_dirs_at(dirfd, "x/y") as made:
         os.rename(shared / "x" / "y", shared / "y-moved")
         os.mkdir(shared / "x" / "y")
         made.remove_made()
@@ -504,30 +506,30 @@ def test_a_dotfiles_agent_directory_link_is_followed_only_when_asked_and_owned(
     dotfiles.mkdir(parents=True)
     os.symlink(dotfiles, shared / "skills")
     with pytest.raises(UnsafePathError):
-        os.close(safe_fs.open_dir(shared / "skills"))
-    fd = safe_fs.open_dir(shared / "skills", allow_user_symlink=True)
+        os.close(safe_dirs.open_dir(shared / "skills"))
+    fd = safe_dirs.open_dir(shared / "skills", allow_user_symlink=True)
     try:
         safe_links.symlink_new_at(fd, "demo", NEW)
     finally:
         os.close(fd)
     assert os.readlink(dotfiles / "demo") == NEW
     with pytest.raises(UnsafePathError):  # only the last component may be that link
-        os.close(safe_fs.open_dir(shared / "skills" / "demo", allow_user_symlink=True))
+        os.close(safe_dirs.open_dir(shared / "skills" / "demo", allow_user_symlink=True))
 
     theirs = shared / "theirs"
     as_nobody(lambda: theirs.mkdir())
     os.symlink(theirs, shared / "to-theirs")
     with pytest.raises(UnsafePathError, match="another user owns"):
-        os.close(safe_fs.open_dir(shared / "to-theirs", allow_user_symlink=True))
+        os.close(safe_dirs.open_dir(shared / "to-theirs", allow_user_symlink=True))
 
     os.symlink(shared / "skills", shared / "via-link")  # a second link on the way
     with pytest.raises(UnsafePathError, match="symbolic link"):
-        os.close(safe_fs.open_dir(shared / "via-link", allow_user_symlink=True))
+        os.close(safe_dirs.open_dir(shared / "via-link", allow_user_symlink=True))
 
     os.symlink(dotfiles, shared / "nobodys")
     os.lchown(shared / "nobodys", NOBODY, NOBODY)
     with pytest.raises(UnsafePathError, match="owned by another user"):
-        os.close(safe_fs.open_dir(shared / "nobodys", allow_user_symlink=True))
+        os.close(safe_dirs.open_dir(shared / "nobodys", allow_user_symlink=True))
 
 
 def test_names_that_are_not_one_component_are_refused(dirfd: int) -> None:

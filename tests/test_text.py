@@ -85,7 +85,7 @@ def test_ascii_stdout_shows_a_chinese_publisher_escaped(tmp_path: Path, trust_ke
 
 
 def test_a_name_with_a_newline_cannot_forge_a_log_line(tmp_path: Path) -> None:
-    from acxfs.daemon import log_line
+    from acxfs.mount.records import log_line
 
     log = tmp_path / "acxfs.log"
     name = "skills/x/a.md\n2030-01-01T00:00:00Z [1] start: forged on /home (trusted)"

@@ -1003,7 +1003,7 @@ def test_directory_instead_of_cartridge_is_a_usage_error(run_cli, tmp_path) -> N
 def _verdict_under(path: Path, **bounds: int) -> str:
     from acxfs.formats.acx.check import check_cartridge
     from acxfs.limits import Limits
-    from acxfs.trust import TrustContext
+    from acxfs.trust.policy import TrustContext
 
     return check_cartridge(str(path), TrustContext(), Limits(**bounds)).verdict.line
 
@@ -1090,7 +1090,7 @@ def test_an_ill_formed_row_past_the_first_batch_is_malformed(make_cartridge) -> 
 
 def test_many_rows_make_one_tree_with_every_file_listed_once(make_cartridge) -> None:
     from acxfs.formats.acx.check import check_cartridge
-    from acxfs.trust import TrustContext
+    from acxfs.trust.policy import TrustContext
 
     cart = make_cartridge(files={**DEMO_FILES, **MANY})
     report = check_cartridge(str(cart), TrustContext())

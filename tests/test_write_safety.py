@@ -20,13 +20,14 @@ from typing import Any
 
 import pytest
 
-from acxfs import formats, safe_fs
-from acxfs.content import process_store
+from acxfs import formats
+from acxfs.content.cache import process_store
 from acxfs.errors import EnvironmentProblem, PackError
-from acxfs.extract import extract
 from acxfs.formats.acx import pack as packer
-from acxfs.keys import PrivateKey
-from acxfs.trust import load_trust
+from acxfs.safe import dirs as safe_dirs
+from acxfs.signing.keys import PrivateKey
+from acxfs.trust.store import load_trust
+from acxfs.views.extract import extract
 from tests.support import attacker
 from tests.support.attacker import NOBODY, SECRET, as_nobody, drop_to_nobody
 
@@ -161,7 +162,8 @@ def test_a_pack_input_flipping_to_a_link_never_gets_the_secret_signed(
             drop_to_nobody()
             while True:  # each exchange swaps the two names atomically
                 with contextlib.suppress(OSError):
-                    safe_fs._renameat2(-100, str(link), -100, str(flip), safe_fs.RENAME_EXCHANGE)
+                    safe_dirs._renameat2(-100, str(link), -100, str(flip),
+                                         safe_dirs.RENAME_EXCHANGE)
         finally:
             os._exit(0)
     leaked = refused = packed = 0

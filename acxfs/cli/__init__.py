@@ -26,6 +26,7 @@ from acxfs.cli import (
     service_cmds,
     trust_cmds,
 )
+from acxfs.trust import store as trust_store
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -49,6 +50,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    if common.warn_once not in trust_store.warnings:
+        trust_store.warnings.append(common.warn_once)
     parser = build_parser()
     try:
         args = parser.parse_args(argv)

@@ -19,7 +19,7 @@ from typing import TypeAlias
 
 from acxfs import formats
 from acxfs.container import Source
-from acxfs.content import process_store
+from acxfs.content.cache import process_store
 from acxfs.errors import (
     AcxfsError,
     EnvironmentProblem,
@@ -28,7 +28,8 @@ from acxfs.errors import (
     UntrustedError,
 )
 from acxfs.text import printable
-from acxfs.trust import TrustContext, load_trust
+from acxfs.trust.policy import TrustContext
+from acxfs.trust.store import load_trust
 from acxfs.verdict import Verdict
 
 Handler = Callable[[argparse.Namespace], int]
@@ -84,6 +85,19 @@ def open_container(args: argparse.Namespace) -> Source:
 def say(message: str) -> None:
     """One line for the user on stderr, made printable."""
     print(printable(message), file=sys.stderr)
+
+
+_WARNED: set[str] = set()
+
+
+def warn_once(message: str) -> None:
+    """One line on stderr (`acxfs: warning: ...`), said once per process."""
+    if message in _WARNED:
+        return
+    _WARNED.add(message)
+    if sys.stderr is not None:
+        with contextlib.suppress(OSError, ValueError):
+            print(printable(f"acxfs: warning: {message}"), file=sys.stderr, flush=True)
 
 
 def advice(verdict: Verdict, container: str, mounting: bool = True) -> list[str]:

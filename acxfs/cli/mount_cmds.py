@@ -2,7 +2,7 @@
 
 `mount` opens the container through the format table (refused unless its verdict meets
 `--min-trust`), asks `acxfs.views` which subtree to serve, says what the user should know
-about that choice and the verdict, and hands one `MountPlan` to `acxfs.daemon`.
+about that choice and the verdict, and hands one `MountPlan` to `acxfs.mount.lifecycle`.
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ import argparse
 import os
 from pathlib import Path
 
-from acxfs import daemon, formats, fuse_backend, views
+from acxfs import formats, views
 from acxfs.cli.common import (
     SubParsers,
     add_command,
@@ -20,10 +20,12 @@ from acxfs.cli.common import (
     trust_of,
     trust_options,
 )
-from acxfs.content import process_store
+from acxfs.content.cache import process_store
 from acxfs.errors import UntrustedError
-from acxfs.fs import Mounted
-from acxfs.mount_table import live_mounts
+from acxfs.mount import backend, lifecycle, preflight, records
+from acxfs.mount.operations import Mounted
+from acxfs.mount.table import live_mounts
+from acxfs.paths import default_log_file
 from acxfs.text import printable
 
 _RETAINED: list[object] = []
@@ -48,7 +50,7 @@ def add_commands(subs: SubParsers) -> None:
                       help="add the unsigned SAVE zone as save/ (explicit opt-in; whole-"
                       "container view of a cartridge only)")
     p.add_argument("-f", "--foreground", action="store_true", help="stay attached until unmounted")
-    p.add_argument("--backend", choices=fuse_backend.BACKENDS, default=fuse_backend.DEFAULT_BACKEND,
+    p.add_argument("--backend", choices=backend.BACKENDS, default=backend.DEFAULT_BACKEND,
                    help="FUSE library: libfuse2 through fusepy (default) or libfuse3 through "
                    "mfusepy (optional: pip install 'acxfs[fuse3]', apt-get install libfuse3-3; "
                    "faster cold directory listings)")
@@ -71,15 +73,15 @@ def add_commands(subs: SubParsers) -> None:
 def cmd_mount(args: argparse.Namespace) -> int:
     # Absolute paths: the background daemon leaves the caller's directory (chdir "/").
     container = os.path.abspath(args.container)
-    log_file = Path(args.log_file).absolute() if args.log_file else daemon.default_log_file()
-    daemon.check_side_files(args.mountpoint, [container, *args.registry, *args.trust_key],
+    log_file = Path(args.log_file).absolute() if args.log_file else default_log_file()
+    preflight.check_side_files(args.mountpoint, [container, *args.registry, *args.trust_key],
                             log_file, "--log-file" if args.log_file else "the log file")
     store = process_store()
     try:
         source, verdict = formats.open_source(container, trust_of(args), store,
                                               min_trust=args.min_trust, with_save=args.with_save)
     except UntrustedError as exc:
-        daemon.log_line(log_file, f"refused: {args.container}: {exc.verdict}")
+        records.log_line(log_file, f"refused: {args.container}: {exc.verdict}")
         raise
     try:
         view = views.choose_view(source, args.container, args.mountpoint, skill=args.skill,
@@ -100,15 +102,15 @@ def cmd_mount(args: argparse.Namespace) -> int:
         elif args.with_save:
             say(f"acxfs: note: --with-save has no effect on the {name} view (save/ lies "
                 "outside it)")
-        created = daemon.prepare_mountpoint(args.mountpoint, args.backend)
+        created = preflight.prepare_mountpoint(args.mountpoint, args.backend)
     except BaseException:
         source.close()
         raise
-    plan = daemon.MountPlan(
+    plan = lifecycle.MountPlan(
         args.mountpoint, [Mounted("", source, view.root, verdict, container)], store, name,
         foreground=args.foreground, log_file=log_file, created=created, backend=args.backend,
         announce=say)
-    code = daemon.mount(plan)
+    code = lifecycle.mount(plan)
     # The daemon has its own copy now; keeping this one referenced lets the command exit
     # without freeing the verified tree object by object (see acxfs.cli.main_entry).
     _RETAINED.append(source)
@@ -116,7 +118,7 @@ def cmd_mount(args: argparse.Namespace) -> int:
 
 
 def cmd_umount(args: argparse.Namespace) -> int:
-    print(printable(daemon.umount(args.mountpoint)))
+    print(printable(lifecycle.umount(args.mountpoint)))
     return 0
 
 
@@ -126,13 +128,13 @@ def cmd_status(args: argparse.Namespace) -> int:
         print("no acxfs mounts")
         return 0
     for fsname, mountpoint in mounts:  # names any user chose: printed with escapes
-        state = daemon.read_state(mountpoint)
+        state = records.read_state(mountpoint)
         shown = printable(mountpoint)
         container = printable(fsname.removeprefix("acxfs:"))
         if state is None:
             print(f"{shown}  {container}  (no state: started by another user or stale)")
             continue
-        alive = "running" if daemon.alive(state.pid) else "STALE (daemon gone; acxfs umount)"
+        alive = "running" if lifecycle.alive(state.pid) else "STALE (daemon gone; acxfs umount)"
         print(f"{shown}  {printable(state.container)}  view={state.view}  pid={state.pid} "
               f"{alive}")
         print(f"  {printable(state.verdict)}")

@@ -24,9 +24,9 @@ from acxfs.cli.common import (
     trust_options,
 )
 from acxfs.errors import EnvironmentProblem
-from acxfs.extract import copy_verified, extract, refuse_existing
 from acxfs.text import printable
 from acxfs.verdict import Verdict
+from acxfs.views.extract import copy_verified, extract, refuse_existing
 
 
 def add_commands(subs: SubParsers) -> None:

@@ -13,8 +13,9 @@ from acxfs import formats
 from acxfs.cli.common import SubParsers, add_command, say
 from acxfs.errors import EnvironmentProblem
 from acxfs.library.manager import Library
+from acxfs.paths import trust_dir
 from acxfs.text import printable
-from acxfs.trust import list_pins, load_trust, remove_pin, trust_dir
+from acxfs.trust.store import list_pins, load_trust, remove_pin
 
 
 def add_commands(subs: SubParsers) -> None:

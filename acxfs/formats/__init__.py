@@ -16,13 +16,14 @@ from pathlib import Path
 
 from acxfs import verdict as v
 from acxfs.container import Format, Identity, Report, Source
-from acxfs.content import ContentStore
+from acxfs.content.cache import ContentStore
 from acxfs.errors import EnvironmentProblem, IdentityError
 from acxfs.formats import acx, azp
 from acxfs.formats.acx.connection import read_head
-from acxfs.keys import PublicKey, load_public_key_file
 from acxfs.limits import DEFAULT_LIMITS, Limits
-from acxfs.trust import TrustContext, pin_key, valid_publisher
+from acxfs.signing.keys import PublicKey, load_public_key_file
+from acxfs.trust.policy import TrustContext, valid_publisher
+from acxfs.trust.store import pin_key
 
 __all__ = [
     "FORMATS", "Format", "check", "describe", "detect", "identity", "open_source", "pin_from",

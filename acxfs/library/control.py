@@ -17,8 +17,8 @@ import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
-from acxfs import strict_json
 from acxfs.errors import DaemonDown, EnvironmentProblem
+from acxfs.safe import strict_json
 
 MAX_MESSAGE = 1024 * 1024
 TIMEOUT = 120.0  # a load checks a bundle; a big one takes a while

@@ -17,11 +17,11 @@ import os
 from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass, field
 
-from acxfs import strict_json
 from acxfs.errors import EnvironmentProblem
-from acxfs.library import links
-from acxfs.library.layout import LibraryPaths
+from acxfs.library import agent_links
 from acxfs.library.state import LibraryState, Link, load_state, save_state, write_private
+from acxfs.paths import LibraryPaths
+from acxfs.safe import strict_json
 
 FaultHook = Callable[[str], None]
 
@@ -50,7 +50,7 @@ def locked(paths: LibraryPaths) -> Iterator[None]:
 
     A POSIX record lock, not `flock`: a daemon forked while the lock is held does not
     inherit it, so starting the daemon from inside a change never keeps the library locked."""
-    links.private_dir(paths.root)
+    agent_links.private_dir(paths.root)
     try:
         fd = os.open(paths.lock, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
     except OSError as exc:
@@ -112,13 +112,13 @@ def carry_out(paths: LibraryPaths, intent: Intent, sync_daemon: Callable[[], Non
 def _finish(paths: LibraryPaths, intent: Intent, sync_daemon: Callable[[], None]) -> Outcome:
     outcome = Outcome()
     for old, new in intent.repoint:
-        _step(outcome, links.repoint(old, new))
+        _step(outcome, agent_links.repoint(old, new))
         fault_point(f"{intent.op}:repoint")
     for link in intent.remove:
-        _step(outcome, links.remove(link))
+        _step(outcome, agent_links.remove(link))
         fault_point(f"{intent.op}:unlink")
     for link in intent.make:
-        _step(outcome, links.make(link))
+        _step(outcome, agent_links.make(link))
         fault_point(f"{intent.op}:link")
     save_state(paths.state, LibraryState.from_json(intent.state, paths.intent))
     fault_point(f"{intent.op}:commit")

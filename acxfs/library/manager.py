@@ -15,14 +15,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from acxfs.errors import AcxfsError, DaemonDown, EnvironmentProblem, RefusedError, UntrustedError
-from acxfs.library import agents, journal, links, server, versions
+from acxfs.library import agent_links, agents, daemon, journal, versions
+from acxfs.library.bundles import Checked, import_bundle
 from acxfs.library.control import request
-from acxfs.library.layout import LibraryPaths, library_paths
 from acxfs.library.plan import Plan
 from acxfs.library.state import LibraryState, Link, Revision, load_state
-from acxfs.library.store import Checked, import_bundle
+from acxfs.paths import LibraryPaths, library_paths, trust_dir
 from acxfs.text import printable
-from acxfs.trust import TrustContext, load_trust, trust_dir
+from acxfs.trust.policy import TrustContext
+from acxfs.trust.store import load_trust
 
 Say = Callable[[str], None]
 
@@ -142,7 +143,7 @@ class Library:
     def _refuse_conflicts(plan: Plan) -> None:
         """Refuse the change when a link it would make has something not acxfs's in its way."""
         for link in plan.make:
-            problem = links.conflict(link)
+            problem = agent_links.conflict(link)
             if problem:
                 raise RefusedError(f"{problem}; acxfs never replaces what it did not make")
 
@@ -184,8 +185,8 @@ class Library:
 
     def _serve(self, revisions: list[Revision], state: LibraryState) -> None:
         """Have the daemon (started when needed) check and serve each revision."""
-        if not server.running(self.paths):
-            server.start(self.paths, state, foreground=False, say=lambda message: None)
+        if not daemon.running(self.paths):
+            daemon.start(self.paths, state, foreground=False, say=lambda message: None)
         for rev in revisions:
             answer = request(self.paths.socket, {"op": "load", "file": rev.file})
             if not answer.get("ok"):
@@ -241,7 +242,7 @@ class Library:
             self.recover()
             state = self.state()
             self.trust(state)
-            running = server.running(self.paths)
+            running = daemon.running(self.paths)
             if running and reload:
                 answer = request(self.paths.socket, {"op": "reload"})
                 if not answer.get("ok"):
@@ -250,18 +251,18 @@ class Library:
             elif running:  # with -f too: one daemon per library, and a service sees success
                 self.say(f"the library daemon already serves {self.paths.mnt}")
             elif not foreground:
-                server.start(self.paths, state, foreground=False, say=self.say)
+                daemon.start(self.paths, state, foreground=False, say=self.say)
             if running or not foreground:
                 self._reconcile(state)
                 self._report_links(self.state())
                 return 0
         self._report_links(state)
-        return server.start(self.paths, state, foreground=True, say=self.say,
+        return daemon.start(self.paths, state, foreground=True, say=self.say,
                             on_live=self.reconcile_locked)
 
     def reload(self) -> None:
         """After a trust change: re-check every bundle if the daemon runs."""
-        if server.running(self.paths):
+        if daemon.running(self.paths):
             self.up(reload=True)
 
     def reconcile_locked(self) -> None:
@@ -291,15 +292,15 @@ class Library:
     def _report_links(self, state: LibraryState) -> None:
         for item in state.installed.values():
             for link in item.links:
-                condition = links.state_of(link)
+                condition = agent_links.state_of(link)
                 if condition != "ok":
                     self.note(printable(f"acxfs: note: link {link.path} is {condition} "
                                         "(changed by hand: left as it is)"))
 
     def down(self) -> int:
-        if not server.running(self.paths):
+        if not daemon.running(self.paths):
             self.say("the library daemon is not running")
             return 0
-        server.stop(self.paths)
+        daemon.stop(self.paths)
         self.say("stopped the library daemon; links dangle until: acxfs up")
         return 0

@@ -7,7 +7,7 @@ docs/library.md.
 
 from __future__ import annotations
 
-from acxfs.library import journal, links
+from acxfs.library import agent_links, journal
 from acxfs.library.manager import Library
 from acxfs.text import printable
 
@@ -39,7 +39,7 @@ def describe_library(library: Library) -> dict[str, object]:
                 "version": item.previous.version, "digest": item.previous.digest,
                 "served": status is not None and item.previous.prefix in served},
             "links": [{"path": str(link.path), "target": link.target,
-                       "state": links.state_of(link)} for link in item.links],
+                       "state": agent_links.state_of(link)} for link in item.links],
         })
     return {
         "library": str(library.paths.root), "trustStore": state.trust_dir,

@@ -24,9 +24,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import acxfs
-from acxfs import safe_files, safe_fs
 from acxfs.errors import EnvironmentProblem, UnsafePathError
-from acxfs.trust import xdg_dir
+from acxfs.paths import xdg_dir
+from acxfs.safe import dirs as safe_dirs
+from acxfs.safe import files as safe_files
 
 UNIT_NAME = "acxfs.service"
 MARK = "# written by acxfs service install; acxfs service remove deletes it"
@@ -205,8 +206,8 @@ def install() -> Installed:
     text = render_unit(python, environment)
     _check_imports_this_acxfs(python, environment)
     path = unit_path()
-    mode = 0o644 & ~safe_fs.current_umask()
-    with safe_fs.make_dirs(unit_dir(), allow_user_symlink=True) as made:
+    mode = 0o644 & ~safe_dirs.current_umask()
+    with safe_dirs.make_dirs(unit_dir(), allow_user_symlink=True) as made:
         found = _read_ours(made.fd, path)
         old = None if found is None else found[0]
         if old == text:
@@ -241,7 +242,7 @@ def remove() -> Path | None:
     one still enabled (its links would dangle)."""
     path = unit_path()
     try:
-        dirfd = safe_fs.open_dir(unit_dir(), allow_user_symlink=True)
+        dirfd = safe_dirs.open_dir(unit_dir(), allow_user_symlink=True)
     except FileNotFoundError:
         return None
     try:
@@ -256,7 +257,7 @@ def remove() -> Path | None:
         if (now.st_dev, now.st_ino) != found[1]:  # the file checked is the one removed
             raise UnsafePathError(f"{path} was replaced meanwhile; left as it is")
         os.unlink(path.name, dir_fd=dirfd)
-        safe_fs.fsync_dir(dirfd)
+        safe_dirs.fsync_dir(dirfd)
     finally:
         os.close(dirfd)
     return path

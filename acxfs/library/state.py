@@ -14,8 +14,10 @@ import os
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from acxfs import safe_files, safe_fs, strict_json
 from acxfs.errors import EnvironmentProblem
+from acxfs.safe import dirs as safe_dirs
+from acxfs.safe import files as safe_files
+from acxfs.safe import strict_json
 
 SCHEMA = "acxfs.library/1"
 
@@ -150,7 +152,7 @@ def save_state(path: Path, state: LibraryState) -> None:
 
 def write_private(path: Path, text: str) -> None:
     """Replace one of the library's own files whole (synced, then renamed into place)."""
-    directory = safe_fs.open_dir(path.parent)  # the library's own: no link on the way
+    directory = safe_dirs.open_dir(path.parent)  # the library's own: no link on the way
     try:
         safe_files.replace_file_at(directory, path.name, text.encode(), 0o600)
     finally:

@@ -18,7 +18,7 @@ from acxfs.formats.acx.schema import SQLITE_MAGIC
 from acxfs.formats.acx.signer import signer_key
 from acxfs.formats.acx.source import open_source
 from acxfs.limits import DEFAULT_LIMITS, Limits
-from acxfs.trust import TrustContext
+from acxfs.trust.policy import TrustContext
 
 
 def matches(head: bytes) -> bool:

@@ -4,7 +4,7 @@
 whose `verdict` says what the file is.  A `VerifiedCartridge` (the report's `verified`) exists
 only when the structure is valid and no integrity check failed; every digest in its tree is
 the signed oid (or, for legacy and unverifiable signatures, the recorded one, which the
-verdict says).  No file BLOB is read here: file bytes are checked when read (acxfs.content).
+verdict says).  No file BLOB is read here: file bytes are checked when read (acxfs.content.cache).
 """
 
 from __future__ import annotations
@@ -21,7 +21,6 @@ from operator import itemgetter
 
 from acxfs import verdict as v
 from acxfs.container import SEGMENT_RE, Entry, Identity, Report, Tree, build_tree
-from acxfs.dsse import IN_TOTO_PAYLOAD_TYPE, check_signatures, parse_envelope
 from acxfs.errors import (
     EnvelopeFormatError,
     IdentityError,
@@ -37,12 +36,13 @@ from acxfs.formats.acx.rows import (
     first_duplicate,
     read_cartridge,
 )
-from acxfs.jcs import canonical_bytes, utf16_key
-from acxfs.keys import PublicKey, public_key_from_pem
 from acxfs.limits import DEFAULT_LIMITS, Limits
+from acxfs.signing.dsse import IN_TOTO_PAYLOAD_TYPE, check_signatures, parse_envelope
+from acxfs.signing.jcs import canonical_bytes, utf16_key
+from acxfs.signing.keys import PublicKey, public_key_from_pem
 from acxfs.skills import skill_dirs
 from acxfs.text import sentence
-from acxfs.trust import TrustContext, parse_time
+from acxfs.trust.policy import TrustContext, parse_time
 
 EMPTY_OID = "sha256:" + hashlib.sha256(b"").hexdigest()
 STATEMENT_TYPE = "https://in-toto.io/Statement/v1"

@@ -43,7 +43,7 @@ from collections import OrderedDict
 from collections.abc import Iterator
 
 from acxfs.errors import EnvironmentProblem
-from acxfs.inputs import open_input
+from acxfs.safe.inputs import open_input
 
 MAX_OPEN = 64  # connections beyond the anchors, open at once in the whole process
 STEP_SECONDS = 5.0  # one serving statement, at most

@@ -7,7 +7,7 @@ Invariant: nothing is read or written through a link an input or output path doe
 itself.  Each file of a skill is opened `O_NOFOLLOW` relative to its open parent directory
 and decided on by `fstat` of that same descriptor (a link, a device or a FIFO is refused,
 never followed); the bytes signed are the bytes read from it.  The cartridge is built in
-memory and written, like the key pair, through `acxfs.safe_files`: under a fresh name in the
+memory and written, like the key pair, through `acxfs.safe.files`: under a fresh name in the
 open output directory, mode set with `fchmod` (0644 less the umask; a private key 0600), then
 renamed into place; only a cartridge, a key being replaced with `--force`, or a link at the
 name is replaced (the link itself, never its target).
@@ -29,18 +29,21 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
-from acxfs import safe_files, safe_fs
 from acxfs.container import SEGMENT_RE
-from acxfs.dsse import IN_TOTO_PAYLOAD_TYPE, sign_envelope
 from acxfs.errors import AcxfsError, EnvironmentProblem, KeyFormatError, PackError, SkillError
 from acxfs.formats.acx.check import manifest_hash
 from acxfs.formats.acx.rows import ObjectRow, check_path
 from acxfs.formats.acx.schema import APPLICATION_ID, SQLITE_MAGIC, USER_VERSION, create_schema
-from acxfs.inputs import open_input
-from acxfs.jcs import canonical_bytes
-from acxfs.keys import PrivateKey, private_key_from_pem
+from acxfs.paths import trust_dir
+from acxfs.safe import dirs as safe_dirs
+from acxfs.safe import files as safe_files
+from acxfs.safe.inputs import open_input
+from acxfs.signing.dsse import IN_TOTO_PAYLOAD_TYPE, sign_envelope
+from acxfs.signing.jcs import canonical_bytes
+from acxfs.signing.keys import PrivateKey, private_key_from_pem
 from acxfs.skills import IndexRow, index_row, is_resource
-from acxfs.trust import LOCAL_PRIVATE, LOCAL_PUBLIC, trust_dir, valid_publisher
+from acxfs.trust.policy import valid_publisher
+from acxfs.trust.store import LOCAL_PRIVATE, LOCAL_PUBLIC
 
 Deflate = Literal["zlib", "raw", "none"]
 EMBEDDING_ENGINE = '{"id":"none","dim":0}'
@@ -74,9 +77,9 @@ def keygen(path: Path | None = None, force: bool = False) -> tuple[Path, Path, P
         if target.is_dir() and not target.is_symlink():
             raise EnvironmentProblem(f"{target}: is a directory")
     key = PrivateKey.generate()
-    public_mode = 0o644 & ~safe_fs.current_umask()
+    public_mode = 0o644 & ~safe_dirs.current_umask()
     try:
-        made = safe_fs.make_dirs(private_path.parent, 0o700, allow_user_symlink=True)
+        made = safe_dirs.make_dirs(private_path.parent, 0o700, allow_user_symlink=True)
     except OSError as exc:
         raise EnvironmentProblem(f"cannot write {private_path} ({exc.strerror})") from exc
     with made:
@@ -418,9 +421,9 @@ def _write(
     mtime: int, deflate: Deflate, sqlar_dirs: bool,
 ) -> None:
     shown = Path(os.path.abspath(output))
-    mode = 0o644 & ~safe_fs.current_umask()
+    mode = 0o644 & ~safe_dirs.current_umask()
     try:
-        made = safe_fs.make_dirs(shown.parent, allow_user_symlink=True)
+        made = safe_dirs.make_dirs(shown.parent, allow_user_symlink=True)
     except OSError as exc:
         raise EnvironmentProblem(f"cannot write {shown} ({exc.strerror})") from exc
     with made:

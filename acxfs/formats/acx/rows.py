@@ -31,8 +31,8 @@ from acxfs.container import SEGMENT_RE
 from acxfs.errors import AcxfsError, IncompatibleError, LimitError, MalformedError
 from acxfs.formats.acx.connection import connect_readonly, read_head
 from acxfs.formats.acx.schema import APPLICATION_ID, SQLITE_MAGIC, TABLE_COLUMNS
-from acxfs.jcs import canonical_bytes
 from acxfs.limits import DEFAULT_LIMITS, Limits
+from acxfs.signing.jcs import canonical_bytes
 from acxfs.skills import IndexRow
 
 PATH_RE = re.compile(r"(?:rom|save)(?:/[A-Za-z0-9][A-Za-z0-9._-]{0,127})+")

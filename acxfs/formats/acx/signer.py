@@ -9,7 +9,7 @@ from __future__ import annotations
 from acxfs.container import Report
 from acxfs.errors import EnvironmentProblem
 from acxfs.formats.acx.check import AcxReport
-from acxfs.keys import PublicKey, public_key_from_pem
+from acxfs.signing.keys import PublicKey, public_key_from_pem
 
 
 def signer_key(report: Report, keyid: str) -> PublicKey:

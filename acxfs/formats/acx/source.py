@@ -16,12 +16,12 @@ from collections.abc import Iterator
 
 from acxfs import verdict as v
 from acxfs.container import Entry, Tree, VerifiedBlob, build_tree
-from acxfs.content import ContentStore
+from acxfs.content.cache import ContentStore
 from acxfs.errors import TamperError, UntrustedError
 from acxfs.formats.acx.check import SKILLS_ROOT, VerifiedCartridge, check_cartridge
 from acxfs.formats.acx.connection import ConnectionPool, PinnedFile, pinned
 from acxfs.limits import DEFAULT_LIMITS, Limits
-from acxfs.trust import TrustContext
+from acxfs.trust.policy import TrustContext
 
 SMALL_ROW_BYTES = 64 * 1024
 
@@ -65,7 +65,7 @@ class CartridgeSource:
 
 
 def stored_chunks(pool: ConnectionPool, entry: Entry, step: int) -> Iterator[bytes]:
-    """The row's stored bytes, for `acxfs.content` only; a row that no longer reads as
+    """The row's stored bytes, for `acxfs.content.cache` only; a row that no longer reads as
     checked is a TamperError."""
     try:
         if entry.stored_size <= SMALL_ROW_BYTES:  # one query beats a BLOB handle

@@ -17,7 +17,7 @@ from acxfs.formats.azp.describe import describe, render
 from acxfs.formats.azp.signer import signer_key
 from acxfs.formats.azp.source import open_source
 from acxfs.limits import DEFAULT_LIMITS, Limits
-from acxfs.trust import TrustContext
+from acxfs.trust.policy import TrustContext
 
 
 def matches(head: bytes) -> bool:

@@ -34,10 +34,10 @@ from acxfs.formats.azp.manifest import (
 )
 from acxfs.formats.azp.signature import Signer, check_signature, trust_verdict
 from acxfs.formats.azp.zip import Member, malformed, read_members, read_small, tampered
-from acxfs.inputs import open_input
 from acxfs.limits import Limits
+from acxfs.safe.inputs import open_input
 from acxfs.skills import skill_dirs
-from acxfs.trust import TrustContext
+from acxfs.trust.policy import TrustContext
 
 SKILL_ONLY = 'acxfs mounts only kind "skill" packages'
 

@@ -10,11 +10,11 @@ from __future__ import annotations
 
 import re
 
-from acxfs import strict_json
 from acxfs import verdict as v
 from acxfs.container import Entry, Tree, build_tree
 from acxfs.errors import Refused
 from acxfs.formats.azp.zip import Member, tampered
+from acxfs.safe import strict_json
 from acxfs.text import printable
 
 API_VERSION = (0, 1, 0)

@@ -17,9 +17,9 @@ from acxfs import verdict as v
 from acxfs.errors import KeyFormatError, Refused
 from acxfs.formats.azp.manifest import SIGNATURE, parse_json_object
 from acxfs.formats.azp.zip import tampered
-from acxfs.keys import PublicKey, b64decode_any, public_key_from_spki_der
 from acxfs.limits import Limits
-from acxfs.trust import TrustContext
+from acxfs.signing.keys import PublicKey, b64decode_any, public_key_from_spki_der
+from acxfs.trust.policy import TrustContext
 
 UNSIGNED = "Unsigned package (no signature.json)."
 SIGNATURE_FAILED = "Signature verification failed (signature.json does not sign manifest.json)."

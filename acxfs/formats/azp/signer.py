@@ -9,7 +9,7 @@ from __future__ import annotations
 from acxfs.container import Report
 from acxfs.errors import EnvironmentProblem
 from acxfs.formats.azp.check import AzpReport
-from acxfs.keys import PublicKey
+from acxfs.signing.keys import PublicKey
 
 
 def signer_key(report: Report, keyid: str) -> PublicKey:

@@ -16,13 +16,13 @@ from typing import BinaryIO
 
 from acxfs import verdict as v
 from acxfs.container import Entry, Tree, VerifiedBlob
-from acxfs.content import ContentStore
+from acxfs.content.cache import ContentStore
 from acxfs.errors import EnvironmentProblem, TamperError, UntrustedError
 from acxfs.formats.azp.check import SKILL_ONLY, Package, check_handle, open_package
 from acxfs.formats.azp.manifest import SKILLS_ROOT
 from acxfs.formats.azp.zip import stored_chunks
 from acxfs.limits import DEFAULT_LIMITS, Limits
-from acxfs.trust import TrustContext
+from acxfs.trust.policy import TrustContext
 
 
 class AzpSource:
@@ -65,7 +65,7 @@ def package_chunks(
     fd: int, offsets: dict[int, int], entry: Entry, step: int, label: str
 ) -> Iterator[bytes]:
     """The entry's stored bytes (at most its central-directory compressed size), for
-    `acxfs.content` only."""
+    `acxfs.content.cache` only."""
     offset = offsets.get(entry.ref)
     if offset is None:
         raise TamperError(f"{entry.path} is not in this package", entry.path)

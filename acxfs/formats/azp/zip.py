@@ -7,7 +7,7 @@ first listed entry starts at offset 0 and each one (local header, name, extra fi
 data descriptor) ends where the next begins, the last where the central directory begins (no
 hidden local entry a reader walking local headers would meet); no payload is read.
 `read_small` inflates only the two metadata entries, within a bound, CRC checked; the
-payload's stored bytes (`stored_chunks`) go only to `acxfs.content`.
+payload's stored bytes (`stored_chunks`) go only to `acxfs.content.cache`.
 """
 
 from __future__ import annotations

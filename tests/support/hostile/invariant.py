@@ -108,9 +108,9 @@ def check_mutant(mutant: Mutant) -> Result:
 
 
 def _accepted_paths(mutant: Mutant) -> list[str] | None:
-    from acxfs.content import ContentStore
+    from acxfs.content.cache import ContentStore
     from acxfs.formats import open_source
-    from acxfs.trust import load_trust
+    from acxfs.trust.store import load_trust
 
     args = mutant.trust_args
     registries = [args[i + 1] for i, a in enumerate(args) if a == "--registry"]

@@ -127,7 +127,7 @@ def repro_spill_oserror(workdir: Path) -> bool:
                        signer=SIGNER, deflate="none")
     key = workdir / "spill.pub.pem"
     key.write_text(SIGNER.public_pem)
-    real = tempfile.TemporaryFile  # acxfs.content calls tempfile.TemporaryFile(dir=spill_dir)
+    real = tempfile.TemporaryFile  # acxfs.content.cache calls tempfile.TemporaryFile(dir=spill_dir)
 
     def full(*args: Any, **kwargs: Any) -> Any:
         raise OSError(28, "No space left on device")
@@ -164,7 +164,7 @@ FIXED_BUGS = [
              lambda v: "unsigned values as signed facts" in v, repro_duplicate_meta),
     FixedBug("registry-unhashable", "a registry entry with a list/dict status or "
              "revocationReason raised TypeError; field types are now checked "
-             "(acxfs/trust.py parse_registry)",
+             "(acxfs/trust/policy.py parse_registry)",
              lambda v: "TypeError: unhashable" in v, repro_registry_unhashable),
     FixedBug("untrusted-text", "untrusted text (an envelope keyid, a JSON string) was printed "
              "raw; now escaped by acxfs/text.py printable",
@@ -179,7 +179,7 @@ FIXED_BUGS = [
              "(acxfs/formats/acx/rows.py read_cartridge)",
              lambda v: "UnicodeDecodeError" in v, repro_schema_name_not_utf8),
     FixedBug("spill-oserror", "an OSError while spilling (disk full) escaped cat/verify --deep "
-             "as a traceback; now one `acxfs: error:` line, exit 2 (acxfs/content.py "
+             "as a traceback; now one `acxfs: error:` line, exit 2 (acxfs/content/cache.py "
              "verify_content)",
              lambda v: "OSError" in v and "No space" in v, repro_spill_oserror),
 ]

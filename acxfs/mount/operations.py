@@ -29,9 +29,9 @@ from dataclasses import dataclass, field, replace
 from typing import Any, TypeVar
 
 from acxfs.container import Entry, Source
-from acxfs.content import ContentStore
+from acxfs.content.cache import ContentStore
 from acxfs.errors import TamperError, UnverifiableError
-from acxfs.fuse_threads import pin_current_thread
+from acxfs.mount.threads import pin_current_thread
 from acxfs.verdict import Verdict
 
 F = TypeVar("F", bound=Callable[..., Any])

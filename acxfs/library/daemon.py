@@ -17,17 +17,19 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from acxfs import daemon, formats
+from acxfs import formats
 from acxfs.container import Identity
-from acxfs.content import ContentStore, process_store
+from acxfs.content.cache import ContentStore, process_store
 from acxfs.errors import AcxfsError, DaemonDown
-from acxfs.fs import AcxOperations, Mounted
-from acxfs.library import links
+from acxfs.library import agent_links
 from acxfs.library.control import ControlServer, request
-from acxfs.library.layout import LibraryPaths
 from acxfs.library.state import LibraryState, Revision, load_state
 from acxfs.limits import DEFAULT_LIMITS
-from acxfs.trust import TrustContext, load_trust
+from acxfs.mount import lifecycle
+from acxfs.mount.operations import AcxOperations, Mounted
+from acxfs.paths import LibraryPaths
+from acxfs.trust.policy import TrustContext
+from acxfs.trust.store import load_trust
 
 STORE_NAME = re.compile(r"([0-9a-f]{64})\.([a-z]+)")
 FAILURES_KEPT = 1000
@@ -172,7 +174,7 @@ class LibraryServer:
     def serving(self, ops: AcxOperations) -> None:
         """In the daemon, once the mount is live: take requests from now on."""
         self.ops = ops
-        links.private_dir(self.paths.control_dir)
+        agent_links.private_dir(self.paths.control_dir)
         self._control = ControlServer(self.paths.socket, self.handle)
         self._control.start()
         if self.after_live is not None:
@@ -201,23 +203,23 @@ def start(paths: LibraryPaths, state: LibraryState, foreground: bool,
     server = LibraryServer(paths, Path(state.trust_dir), process_store(DEFAULT_LIMITS))
     server.after_live = on_live
     mounts = server.initial(state)
-    links.private_dir(paths.root)
+    agent_links.private_dir(paths.root)
     paths.mnt.mkdir(mode=0o755, exist_ok=True)
-    plan = daemon.MountPlan(
+    plan = lifecycle.MountPlan(
         mountpoint=str(paths.mnt), mounts=mounts, store=server.store, view="skills library",
         foreground=foreground, log_file=paths.log, created=None, announce=say,
         name=f"library {paths.root}", fuse_options=dict(KERNEL_CACHE),
-        on_live=server.serving,
+        on_live=server.serving, reserved=paths.mnt,
         note="every bundle checked at start and at each load; acxfs list shows them",
     )
     for prefix, why in server.refused.items():
         say(f"acxfs: note: not serving {prefix}: {why}")
-    return daemon.mount(plan)
+    return lifecycle.mount(plan)
 
 
 def stop(paths: LibraryPaths) -> str:
     """Unmount the library; the daemon exits, and its socket goes with it."""
-    said = daemon.umount(str(paths.mnt))
+    said = lifecycle.umount(str(paths.mnt))
     if not running(paths):
         with contextlib.suppress(FileNotFoundError):
             os.unlink(paths.socket)

@@ -16,7 +16,7 @@ import nacl.exceptions
 import nacl.signing
 
 from acxfs.errors import KeyFormatError, TrustConfigError
-from acxfs.inputs import open_input
+from acxfs.safe.inputs import open_input
 
 SPKI_PREFIX = bytes.fromhex("302a300506032b6570032100")
 PKCS8_PREFIX = bytes.fromhex("302e020100300506032b657004220420")

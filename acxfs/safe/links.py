@@ -3,7 +3,7 @@
 Invariant: a link is made only where nothing exists, and re-pointed or removed only while the
 entry is a symbolic link with exactly the target acxfs gave it; the check is repeated on what
 the atomic step actually moved, and an entry found to be anything else is put back where it
-was.  Every step is relative to an open directory descriptor (`acxfs.safe_fs`), whose module
+was.  Every step is relative to an open directory descriptor (`acxfs.safe.dirs`), whose module
 docstring says what the fallbacks without `renameat2` guarantee.
 """
 
@@ -12,9 +12,9 @@ from __future__ import annotations
 import errno
 import os
 
-from acxfs import safe_fs
 from acxfs.errors import UnsafePathError
-from acxfs.safe_fs import (
+from acxfs.safe import dirs as safe_dirs
+from acxfs.safe.dirs import (
     _UNSUPPORTED,
     RENAME_EXCHANGE,
     RENAME_NOREPLACE,
@@ -30,9 +30,9 @@ from acxfs.safe_fs import (
 def _move_aside(dirfd: int, name: str) -> str:
     """Move whatever is at `name` to a fresh random name in the same directory; that name."""
     for _ in range(16):
-        aside = safe_fs._temp_name()
+        aside = safe_dirs._temp_name()
         try:
-            safe_fs._renameat2(dirfd, name, dirfd, aside, RENAME_NOREPLACE)
+            safe_dirs._renameat2(dirfd, name, dirfd, aside, RENAME_NOREPLACE)
             return aside
         except FileExistsError:
             continue
@@ -64,7 +64,7 @@ def symlink_new_at(dirfd: int, name: str, target: str) -> None:
 
 def _new_link(dirfd: int, target: str) -> str:
     for _ in range(16):
-        temp_name = safe_fs._temp_name()
+        temp_name = safe_dirs._temp_name()
         try:
             os.symlink(target, temp_name, dir_fd=dirfd)
             return temp_name
@@ -90,9 +90,9 @@ def replace_symlink_at(dirfd: int, name: str, target: str, expect_old: str) -> N
         raise _not_ours(dirfd, name, expect_old)
     temp = _new_link(dirfd, target)
     try:
-        safe_fs._checkpoint("replace_symlink_at:exchange")
+        safe_dirs._checkpoint("replace_symlink_at:exchange")
         try:
-            safe_fs._renameat2(dirfd, temp, dirfd, name, RENAME_EXCHANGE)
+            safe_dirs._renameat2(dirfd, temp, dirfd, name, RENAME_EXCHANGE)
         except OSError as exc:
             if exc.errno == errno.ENOENT:
                 raise _not_ours(dirfd, name, expect_old) from None
@@ -109,7 +109,7 @@ def replace_symlink_at(dirfd: int, name: str, target: str, expect_old: str) -> N
             fsync_dir(dirfd)
             return
         try:
-            safe_fs._renameat2(dirfd, temp, dirfd, name, RENAME_EXCHANGE)
+            safe_dirs._renameat2(dirfd, temp, dirfd, name, RENAME_EXCHANGE)
         except OSError:
             aside, temp = temp, ""  # it holds what was at `name`: not acxfs's to remove
             where, now = _where(dirfd, name), _where(dirfd, aside)
@@ -153,7 +153,7 @@ def remove_symlink_at(dirfd: int, name: str, expect_target: str) -> None:
     _check_name(name)
     if not _is_link_to(dirfd, name, expect_target):
         raise _not_ours(dirfd, name, expect_target)
-    safe_fs._checkpoint("remove_symlink_at:move")
+    safe_dirs._checkpoint("remove_symlink_at:move")
     aside = _take_aside(dirfd, name, expect_target)
     os.unlink(aside, dir_fd=dirfd)
     fsync_dir(dirfd)

@@ -4,7 +4,7 @@ Invariant: only bytes the source returns as verified are written, and a director
 whole or not at all: it is staged beside its destination and renamed into place, never over
 anything, only once every file in it is complete; on any failure the staging directory and
 the parents made for it are removed again.  Every step is relative to an open directory
-descriptor (`acxfs.safe_fs`, `acxfs.safe_files`): the destination's parent is reached
+descriptor (`acxfs.safe.dirs`, `acxfs.safe.files`): the destination's parent is reached
 without following another user's link, the staging directory is made under a fresh name and
 filled through its descriptor, so moving it, or swapping it or anything in it for a link,
 never makes acxfs write or chmod anywhere else.  Modes are 0644 or 0755 (executable files)
@@ -18,9 +18,10 @@ import os
 from collections.abc import Callable
 from pathlib import Path
 
-from acxfs import safe_files, safe_fs
 from acxfs.container import Entry, Source
 from acxfs.errors import EnvironmentProblem
+from acxfs.safe import dirs as safe_dirs
+from acxfs.safe import files as safe_files
 
 STEP = 1024 * 1024  # bytes written per call
 
@@ -42,9 +43,9 @@ def extract(source: Source, dest: Path, root: str = "") -> int:
     """Write the files of `source` at or below the tree path `root` as the new directory
     `dest` (its parents created as needed); the number of files written."""
     refuse_existing(dest)
-    mask = safe_fs.current_umask()
+    mask = safe_dirs.current_umask()
     absolute = Path(os.path.abspath(dest))
-    with safe_fs.make_dirs(absolute.parent, allow_user_symlink=True) as made:
+    with safe_dirs.make_dirs(absolute.parent, allow_user_symlink=True) as made:
         try:
             with safe_files.open_new_dir_at(made.fd, absolute.name) as staging:
                 count = _fill(source, staging.fd, root, mask)
@@ -66,7 +67,7 @@ def _fill(source: Source, top: int, root: str, mask: int) -> int:
     for entry in source.tree.files(root):
         relative = entry.path[len(root) + 1:] if root else entry.path
         parent, _, name = relative.rpartition("/")
-        with safe_fs.make_dirs_at(top, parent) as where:
+        with safe_dirs.make_dirs_at(top, parent) as where:
             mode = (0o755 if entry.executable else 0o644) & ~mask
             with safe_files.open_new_at(where.fd, name, mode) as temp:
                 copy_verified(source, entry, temp.write)

@@ -15,14 +15,15 @@ import stat
 from collections.abc import Iterator
 from pathlib import Path
 
-from acxfs import safe_fs, safe_links
 from acxfs.errors import EnvironmentProblem, UnsafePathError
 from acxfs.library.state import Link
+from acxfs.safe import dirs as safe_dirs
+from acxfs.safe import links as safe_links
 
 
 def private_dir(path: Path) -> None:
     """Make `path` (and missing parents) a directory only its owner can enter."""
-    with safe_fs.make_dirs(path, 0o700) as made:
+    with safe_dirs.make_dirs(path, 0o700) as made:
         info = os.fstat(made.fd)
         if info.st_uid != os.geteuid():
             raise EnvironmentProblem(f"{path} belongs to another user; acxfs keeps its library "
@@ -35,10 +36,10 @@ def private_dir(path: Path) -> None:
 def _directory(path: Path, create: bool) -> Iterator[int]:
     """The agent directory `path`, opened without following links (but a dotfiles link)."""
     if create:
-        with safe_fs.make_dirs(path, 0o755, allow_user_symlink=True) as made:
+        with safe_dirs.make_dirs(path, 0o755, allow_user_symlink=True) as made:
             yield made.fd
         return
-    fd = safe_fs.open_dir(path, allow_user_symlink=True)
+    fd = safe_dirs.open_dir(path, allow_user_symlink=True)
     try:
         yield fd
     finally:

@@ -1,152 +1,44 @@
-"""Mount lifecycle: pre-flight checks, the serving process, unmount, and the live-mount list.
+"""Mount lifecycle: the serving process, its start and stop, unmount.
 
 `mount` takes one `MountPlan`: the sources to serve (each already past its verdict, each at
-its path prefix), the content store they read through, and how to run.  It checks the
-mountpoint and FUSE itself, then (background mode) forks a child that serves in the
+its path prefix), the verified-bytes cache they read through, and how to run.  It runs the
+pre-flight checks (`preflight`), then (background mode) forks a child that serves in the
 foreground and reports through a pipe once the kernel has the mount; the parent returns only
 then, so every failure reaches the terminal with a non-zero exit.  The child unmounts on
 SIGINT, SIGTERM and SIGHUP (libfuse's handlers), removes a mountpoint it created (and any
-parents it had to create for it), and logs start and stop.
+parents it had to create for it), and logs start and stop (`records`).
 
-Invariant: no mount is made on, inside or over a path acxfs depends on (`check_mountpoint`:
-its state, the trust store, the library's data, the log, the inputs); the library's own
-`mnt`, mounted by the library itself, is the one exception.
+Invariant: a mount starts only after `preflight.check_mountpoint` accepted its mountpoint,
+and a failed start leaves nothing mounted and nothing made for it.
 """
 
 from __future__ import annotations
 
 import contextlib
 import ctypes
-import datetime as dt
 import gc
-import hashlib
-import json
 import os
 import select
 import shlex
 import shutil
 import signal
-import stat
 import subprocess
 import sys
 import time
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from acxfs import fuse_backend, safe_fs
-from acxfs.content import ContentStore
+from acxfs.content.cache import ContentStore
 from acxfs.errors import EnvironmentProblem
-from acxfs.fs import AcxOperations, Mounted
-from acxfs.library.layout import library_paths
-from acxfs.mount_table import canonical, is_mounted, live_mounts, mount_owner
-from acxfs.text import printable
-from acxfs.trust import trust_dir, xdg_dir
+from acxfs.mount import backend as fuse_backend
+from acxfs.mount.operations import AcxOperations, Mounted
+from acxfs.mount.preflight import check_mountpoint, remove_made
+from acxfs.mount.records import MountState, clear_state, log_line, read_state, write_state
+from acxfs.mount.table import canonical, is_mounted, live_mounts, mount_owner
 
 READY_TIMEOUT = 60.0
-
-
-def state_dir() -> Path:
-    return xdg_dir("XDG_STATE_HOME", ".local", "state") / "acxfs"
-
-
-def default_log_file() -> Path:
-    return state_dir() / "acxfs.log"
-
-
-def log_line(log_file: Path | None, message: str) -> None:
-    """Append one timestamped line; logging never stops the filesystem."""
-    if log_file is None:
-        return
-    stamp = dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-    with contextlib.suppress(OSError):
-        log_file.parent.mkdir(parents=True, exist_ok=True)
-        # Never blocks (a FIFO without a reader) and appends only to a regular file.
-        fd = os.open(log_file, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NONBLOCK
-                     | os.O_CLOEXEC, 0o644)
-        try:
-            if stat.S_ISREG(os.fstat(fd).st_mode):
-                os.write(fd, f"{stamp} [{os.getpid()}] {printable(message)}\n".encode("utf-8",
-                                                                              "backslashreplace"))
-        finally:
-            os.close(fd)
-
-
-@dataclass
-class MountState:
-    mountpoint: str
-    container: str
-    view: str
-    verdict: str
-    pid: int
-    created_mountpoint: bool
-    log_file: str | None
-    created_parents: list[str] = field(default_factory=list)  # made for the mountpoint
-
-
-def _state_path(mountpoint: str) -> Path:
-    # Never resolve a path inside a live mount from its own daemon: that would deadlock.
-    key = hashlib.sha256(os.fsencode(canonical(mountpoint))).hexdigest()[:24]
-    return state_dir() / "mounts" / f"{key}.json"
-
-
-def write_state(state: MountState) -> None:
-    path = _state_path(state.mountpoint)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text(json.dumps(asdict(state), indent=2), encoding="utf-8")
-    os.replace(tmp, path)
-
-
-def read_state(mountpoint: str) -> MountState | None:
-    try:
-        doc = json.loads(_state_path(mountpoint).read_text(encoding="utf-8"))
-        return MountState(**doc)
-    except (OSError, ValueError, TypeError):
-        return None
-
-
-def clear_state(mountpoint: str) -> None:
-    with contextlib.suppress(OSError):
-        _state_path(mountpoint).unlink()
-
-
-def prepare_mountpoint(
-    mountpoint: str, backend: str = fuse_backend.DEFAULT_BACKEND
-) -> list[str] | None:
-    """Check (or create) an empty directory to mount on.  None when it existed; otherwise the
-    parents acxfs had to create for it, outermost first (removed again at unmount)."""
-    try:
-        os.path.abspath(mountpoint).encode("utf-8")
-    except UnicodeEncodeError as exc:  # the FUSE bindings pass the path to libfuse as UTF-8
-        raise EnvironmentProblem(f"{mountpoint!r} is not a UTF-8 path; acxfs can only mount on "
-                                 "UTF-8 paths") from exc
-    if is_mounted(mountpoint):
-        raise EnvironmentProblem(f"{mountpoint} is already a mount point")
-    if not os.path.exists("/dev/fuse"):
-        raise EnvironmentProblem("/dev/fuse is missing: FUSE is not available on this machine")
-    if not os.access("/dev/fuse", os.R_OK | os.W_OK):
-        # libfuse opens it in-process before it would try fusermount: say so instead of failing
-        # in C with "failed to open /dev/fuse".
-        raise EnvironmentProblem("/dev/fuse is not readable and writable by this user; FUSE "
-                                 "needs it crw-rw-rw- (udev's default rule for fuse)")
-    fuse_backend.load(backend)  # fails here, before the fork, if the library is missing
-    if os.path.lexists(mountpoint):
-        if not os.path.isdir(mountpoint) or os.path.islink(mountpoint):
-            raise EnvironmentProblem(f"{mountpoint} is not a directory")
-        try:
-            if os.listdir(mountpoint):
-                raise EnvironmentProblem(f"{mountpoint} is not empty")
-        except PermissionError as exc:
-            raise EnvironmentProblem(f"{mountpoint}: permission denied") from exc
-        return None
-    absolute = os.path.abspath(mountpoint)  # what is made is removed again from "/" too
-    try:  # no link on the way, so the directories made are where the mountpoint says
-        with safe_fs.make_dirs(absolute) as made:
-            return [path for path in made.made if path != absolute]
-    except OSError as exc:
-        raise EnvironmentProblem(f"cannot create {mountpoint}: {exc.strerror}") from exc
 
 
 @dataclass
@@ -175,6 +67,7 @@ class MountPlan:
     name: str = ""
     on_live: Callable[[AcxOperations], None] = field(default=lambda ops: None)
     note: str = ""  # what status says of it, instead of `summary`'s default
+    reserved: Path | None = None  # a mountpoint in acxfs's data reserved for this mount
 
     @property
     def title(self) -> str:
@@ -246,8 +139,8 @@ def mount(plan: MountPlan) -> int:
     """Mount and return once live (background) or once unmounted (foreground).  When the
     mount fails, what `prepare_mountpoint` made for it is removed again."""
     try:
-        # Every caller's mount, the library's own included (the one that may use its `mnt`).
-        check_mountpoint(plan.mountpoint, [], None, library_mount=True)
+        # Every caller's mount, the library's own included (which reserves its `mnt`).
+        check_mountpoint(plan.mountpoint, [], None, reserved=plan.reserved)
         return _mount(replace(plan, mountpoint=canonical(plan.mountpoint)))
     except BaseException:
         if plan.created is not None:
@@ -375,80 +268,6 @@ def _stop_failed_daemon(pid: int, mountpoint: str, grace: float = 5.0) -> None:
         clear_state(mountpoint)  # ours: a daemon killed before its own clean-up leaves it
     if state is not None and is_mounted(mountpoint):
         _detach(mountpoint, lazy_only=True)
-
-
-def check_mountpoint(mountpoint: str, inputs: list[str], log_file: Path | None,
-                     log_label: str = "--log-file", *, library_mount: bool = False) -> None:
-    """Refuse a mountpoint on, inside or holding what acxfs depends on (a mount there would
-    hide it, or make acxfs wait on its own mount).  Only the skills library's own mount
-    (`library_mount`) may use the library's `mnt`."""
-    target, own = canonical(mountpoint), canonical(str(library_paths().mnt))
-    for what, path in [("acxfs's state directory", state_dir()), ("the trust store", trust_dir()),
-                       ("the skills library's data directory", library_paths().root),
-                       *([(log_label, log_file)] if log_file is not None else []),
-                       *((f"the input {item}", Path(item)) for item in inputs)]:
-        if library_mount and target == own and what.startswith("the skills library"):
-            continue
-        if _within(target, path) or _within(path, target):
-            where = ("is" if _same_file(target, path) else "is inside"
-                     if _within(target, path) else "holds")
-            raise EnvironmentProblem(f"the mountpoint {mountpoint} {where} {what} {path}; "
-                                     "acxfs will not mount over what it depends on")
-
-
-def check_side_files(mountpoint: str, inputs: list[str], log_file: Path | None,
-                     log_label: str = "--log-file") -> None:
-    """Refuse a mountpoint on or over what acxfs depends on (`check_mountpoint`), a log file
-    or state directory inside the mount (its daemon's first write would wait on itself
-    forever), and a log file that is one of the files the command reads."""
-    for what, path in (("the state directory", state_dir()), (log_label, log_file)):
-        if path is not None and _within(path, canonical(mountpoint)):
-            raise EnvironmentProblem(f"{what} {path} is inside the mountpoint {mountpoint}: "
-                                     "the daemon cannot write into its own mount")
-    if log_file is not None:
-        for item in inputs:
-            if _same_file(item, log_file):
-                raise EnvironmentProblem(f"{log_label} {log_file} is an input of this command "
-                                         f"({item}); acxfs never writes to what it reads")
-        if _within(log_file, trust_dir()):
-            raise EnvironmentProblem(f"{log_label} {log_file} is inside the trust store "
-                                     f"{trust_dir()}; acxfs never writes to what it reads")
-        if _within(log_file, state_dir() / "mounts"):
-            raise EnvironmentProblem(f"{log_label} {log_file} is inside acxfs's mount records "
-                                     f"{state_dir() / 'mounts'}")
-        if os.path.lexists(log_file) and not os.path.isfile(log_file):
-            raise EnvironmentProblem(f"{log_label} {log_file} is not a regular file")
-    check_mountpoint(mountpoint, inputs, log_file, log_label)
-    try:  # the daemon records its mount there as it starts: a failure then would hang it
-        (state_dir() / "mounts").mkdir(parents=True, exist_ok=True)
-    except OSError as exc:
-        raise EnvironmentProblem(f"cannot use the state directory {state_dir()} "
-                                 f"({exc.strerror})") from exc
-
-
-def remove_made(made: list[str]) -> None:
-    """Remove the directories acxfs made for a mountpoint, innermost first, stopping at the
-    first one that is not an empty directory any more (rmdir removes nothing else)."""
-    for directory in reversed(made):
-        with contextlib.suppress(OSError):
-            os.rmdir(directory)
-            continue
-        return
-
-
-def _within(path: str | Path, directory: str | Path) -> bool:
-    """`path` is `directory` or lies under it, both resolved (symlinks included)."""
-    return Path(os.path.realpath(path)).is_relative_to(os.path.realpath(directory))
-
-
-def _same_file(a: str | Path, b: str | Path) -> bool:
-    """The same path, or two names of one file (a hard link, a symlink)."""
-    if os.path.realpath(a) == os.path.realpath(b):
-        return True
-    try:
-        return os.path.samefile(a, b)
-    except OSError:  # one of them does not exist (yet)
-        return False
 
 
 def _wait_ready(status_r: int, err_r: int, pid: int) -> tuple[str, str]:

@@ -12,14 +12,16 @@ import hashlib
 import os
 from dataclasses import dataclass
 
-from acxfs import formats, safe_files, safe_fs
+from acxfs import formats
 from acxfs.container import Report
 from acxfs.errors import UntrustedError
-from acxfs.inputs import open_input
-from acxfs.library.layout import LibraryPaths
-from acxfs.library.links import private_dir
+from acxfs.library.agent_links import private_dir
 from acxfs.library.state import Revision, now_text
-from acxfs.trust import TrustContext
+from acxfs.paths import LibraryPaths
+from acxfs.safe import dirs as safe_dirs
+from acxfs.safe import files as safe_files
+from acxfs.safe.inputs import open_input
+from acxfs.trust.policy import TrustContext
 
 
 @dataclass(frozen=True)
@@ -35,7 +37,7 @@ def import_bundle(path: str, paths: LibraryPaths, trust: TrustContext) -> Checke
     """Copy `path` into the store, check the copy in full, then name it by its digest."""
     private_dir(paths.store)
     source = open_input(path)
-    store_fd = safe_fs.open_dir(paths.store)
+    store_fd = safe_dirs.open_dir(paths.store)
     hasher = hashlib.sha256()
     try:
         staged = safe_files.copy_fd_at(store_fd, "incoming", source.fileno(), 0o400, hasher.update)

@@ -13,8 +13,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from acxfs.errors import EnvelopeFormatError, KeyFormatError
-from acxfs.keys import PrivateKey, PublicKey, b64decode_any
 from acxfs.limits import DEFAULT_LIMITS, Limits
+from acxfs.signing.keys import PrivateKey, PublicKey, b64decode_any
 
 IN_TOTO_PAYLOAD_TYPE = "application/vnd.in-toto+json"
 

@@ -4,7 +4,7 @@ Invariant: a new file or directory is made under a fresh random name (never deri
 destination), opened without following links, given its mode with `fchmod`, filled, synced
 and only then renamed to its name without replacing anything; after the rename the name must
 hold what acxfs made, or the rename is undone and refused.  Only files acxfs owns are replaced.
-Walking to the directory and the fallbacks without `renameat2` are `acxfs.safe_fs`'s.
+Walking to the directory and the fallbacks without `renameat2` are `acxfs.safe.dirs`'s.
 """
 
 from __future__ import annotations
@@ -15,9 +15,9 @@ import os
 from collections.abc import Callable
 from types import TracebackType
 
-from acxfs import safe_fs
 from acxfs.errors import UnsafePathError
-from acxfs.safe_fs import (
+from acxfs.safe import dirs as safe_dirs
+from acxfs.safe.dirs import (
     _CHUNK,
     _UNSUPPORTED,
     RENAME_NOREPLACE,
@@ -71,7 +71,7 @@ class TempFile(_Staged):
             if durable:
                 os.fsync(self.fd)
             mine = _identity(os.fstat(self.fd))
-            safe_fs._checkpoint("commit:rename")
+            safe_dirs._checkpoint("commit:rename")
             if replace:
                 os.rename(self.temp_name, self.name, src_dir_fd=self.dirfd,
                           dst_dir_fd=self.dirfd)
@@ -93,7 +93,8 @@ class TempFile(_Staged):
 
     def _rename_new(self) -> None:
         try:
-            safe_fs._renameat2(self.dirfd, self.temp_name, self.dirfd, self.name, RENAME_NOREPLACE)
+            safe_dirs._renameat2(self.dirfd, self.temp_name, self.dirfd, self.name,
+                                 RENAME_NOREPLACE)
             return
         except OSError as exc:
             if exc.errno not in _UNSUPPORTED:
@@ -131,7 +132,7 @@ def open_new_at(dirfd: int, name: str, mode: int) -> TempFile:
     `commit` makes `name`."""
     _check_name(name)
     for _ in range(16):
-        temp_name = safe_fs._temp_name()
+        temp_name = safe_dirs._temp_name()
         try:
             fd = os.open(temp_name, os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW
                          | os.O_CLOEXEC, 0o600, dir_fd=dirfd)
@@ -195,7 +196,7 @@ class TempDir(_Staged):
         try:
             fsync_dir(self.fd)
             mine = _identity(os.fstat(self.fd))
-            safe_fs._checkpoint("commit:rename")
+            safe_dirs._checkpoint("commit:rename")
             rename_noreplace_at(self.dirfd, self.temp_name, self.dirfd, self.name)
         except BaseException:
             self.discard()
@@ -259,7 +260,7 @@ def open_new_dir_at(dirfd: int, name: str, mode: int = 0o700) -> TempDir:
     `mode`), that `commit` makes `name`."""
     _check_name(name)
     for _ in range(16):
-        temp_name = safe_fs._temp_name()
+        temp_name = safe_dirs._temp_name()
         try:
             os.mkdir(temp_name, 0o700, dir_fd=dirfd)
         except FileExistsError:

@@ -1,9 +1,9 @@
 """Which FUSE binding serves a mount: fusepy over libfuse2 (the default) or mfusepy over libfuse3.
 
-Both call the same `acxfs.fs.AcxOperations`; only the library and its options differ.  libfuse3
-is optional (`pip install 'acxfs[fuse3]'` and Debian's `libfuse3-3`): over it directory
-listings carry each entry's attributes (READDIRPLUS), which halves cold `find` and `ls -lR`
-(docs/performance.md).  `load` either returns a working `FUSE` class or raises
+Both call the same `acxfs.mount.operations.AcxOperations`; only the library and its options
+differ.  libfuse3 is optional (`pip install 'acxfs[fuse3]'` and Debian's `libfuse3-3`): over
+it directory listings carry each entry's attributes (READDIRPLUS), which halves cold `find` and
+`ls -lR` (docs/performance.md).  `load` either returns a working `FUSE` class or raises
 EnvironmentProblem naming what to install.
 """
 
