@@ -201,7 +201,7 @@ class Format:
     name: str
     matches: Callable[[bytes], bool]  # from the file's first 16 bytes
     check: Callable[..., Report]  # (path, trust, *, deep, limits, now): never raises on content
-    open: Callable[..., tuple[Source, Verdict]]  # (path, trust, store, *, min_trust, ...)
+    open: Callable[..., tuple[Source, Report]]  # (path, trust, store, *, min_trust, ...)
     describe: Callable[[Report], dict[str, object]]  # inspect's facts, each labelled by trust
     render: Callable[[Report, dict[str, object]], str]  # the text form of describe
     signer_key: Callable[[Report, str], PublicKey]  # the verified signer's key (trust add)

@@ -664,7 +664,7 @@ class AcxfsFuse3Peer(AcxfsPeer):
     def missing(self) -> str | None:
         reason = super().missing()
         if reason is None and subprocess.run(
-            [sys.executable, "-c", "from acxfs import fuse_backend; fuse_backend.load('libfuse3')"],
+            [sys.executable, "-c", "from acxfs.mount import backend; backend.load('libfuse3')"],
             capture_output=True, check=False,
         ).returncode != 0:
             reason = ("libfuse3 backend unavailable (pip install 'acxfs[fuse3]', "

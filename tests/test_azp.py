@@ -120,14 +120,14 @@ def test_conformance_fixture_reproduces_expectations(run_cli, tmp_path: Path, na
 def test_conformance_fixture_is_never_mounted(tmp_path: Path, name: str) -> None:
     # None of the nine is kind "skill": intact ones are refused as incompatible (exit 6),
     # broken ones with their integrity verdict; no trust level changes that.
-    from acxfs.content.cache import ContentStore
+    from acxfs.content.cache import VerifiedCache
     from acxfs.errors import UntrustedError
     from acxfs.formats.azp.source import open_source
     from acxfs.trust.store import load_trust
 
     trust = load_trust((), [str(p) for p in conformance_trust_files(tmp_path)])
     with pytest.raises(UntrustedError) as refused:
-        open_source(str(AZP / name), trust, ContentStore(), min_trust="legacy")
+        open_source(str(AZP / name), trust, VerifiedCache(), min_trust="legacy")
     verdict = refused.value.verdict
     assert verdict.is_integrity_failure
     if EXPECTATIONS["fixtures"][name]["verify"]["ok"] and name != "digest-mismatch.azp":
@@ -515,7 +515,7 @@ def test_independent_writer_builds_a_trusted_baseline(run_cli, tmp_path, trust_k
 def test_hostile_package_is_tampered_and_never_served(
     run_cli, tmp_path: Path, trust_key: Path, attack: str
 ) -> None:
-    from acxfs.content.cache import ContentStore
+    from acxfs.content.cache import VerifiedCache
     from acxfs.errors import UntrustedError
     from acxfs.formats.azp.source import open_source
     from acxfs.trust.store import load_trust
@@ -525,7 +525,7 @@ def test_hostile_package_is_tampered_and_never_served(
     assert result.code == 5 and result.verdict.startswith(TAMPERED), result.out
     assert "keyid:" not in result.out  # no fact is vouched for
     with pytest.raises(UntrustedError):
-        open_source(str(pkg), load_trust((), [str(trust_key)]), ContentStore(), min_trust="legacy")
+        open_source(str(pkg), load_trust((), [str(trust_key)]), VerifiedCache(), min_trust="legacy")
     refused = run_cli("ls", pkg, "--min-trust", "legacy", "--trust-key", trust_key)
     assert refused.code == 5 and refused.err.startswith(TAMPERED)
 

@@ -13,7 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from acxfs.container import Entry
-from acxfs.content.cache import ContentStore, MemoryBlob, SpilledBlob, verify_content
+from acxfs.content.cache import MemoryBlob, SpilledBlob, VerifiedCache, verify_content
 from acxfs.errors import TamperError
 from acxfs.limits import Limits
 
@@ -116,7 +116,7 @@ def test_store_verifies_once_and_counts() -> None:
         calls.append(entry.path)
         return _chunks(stored)
 
-    store = ContentStore()
+    store = VerifiedCache()
     entry = _entry(DATA, stored)
     first, second = store.get(KEY, entry, open_chunks), store.get(KEY, entry, open_chunks)
     assert first is second and isinstance(first, MemoryBlob)
@@ -127,7 +127,7 @@ def test_store_verifies_once_and_counts() -> None:
 def test_store_counts_tamper_events_and_serves_nothing() -> None:
     stored = zlib.compress(b"x" * len(DATA))
     seen: list[TamperError] = []
-    store = ContentStore(on_tamper=lambda key, exc: seen.append(exc))
+    store = VerifiedCache(on_tamper=lambda key, exc: seen.append(exc))
     with pytest.raises(TamperError):
         store.get(KEY, _entry(DATA, stored), lambda e: _chunks(stored))
     assert store.stats.tamper_events == 1 and len(seen) == 1 and store.stats.blobs_inflated == 0
@@ -143,7 +143,7 @@ def test_failed_files_do_not_keep_their_inflated_bytes() -> None:
     # A file that fails stays failed for the life of a mount; what it inflated must not.
     data = bytes(4 << 20)
     stored = zlib.compress(data)  # small stored, 4 MiB inflated: the in-memory path
-    store = ContentStore()
+    store = VerifiedCache()
     tracemalloc.start()
     try:
         for i in range(12):
@@ -170,7 +170,7 @@ def test_failed_files_do_not_keep_their_blob_streams_open() -> None:
         finally:
             open_streams.discard(id(entry))
 
-    store = ContentStore(Limits(memory_spill_bytes=1 << 20))
+    store = VerifiedCache(Limits(memory_spill_bytes=1 << 20))
     entries = [_failing(f"rom/big{i}.bin", data, stored) for i in range(5)]
     for entry in entries:
         with pytest.raises(TamperError):
@@ -195,7 +195,7 @@ def test_a_failing_tamper_report_never_strands_the_readers_waiting_on_it() -> No
     def report(key: object, error: TamperError) -> None:
         raise RuntimeError("the log is broken")
 
-    store = ContentStore(on_tamper=report)
+    store = VerifiedCache(on_tamper=report)
     entry = _failing("rom/one.bin", data, stored)
     outcomes: list[str] = []
 
@@ -225,7 +225,7 @@ def test_a_connection_that_cannot_open_is_no_tamper_event(make_cartridge, truste
     from acxfs.formats.acx.source import stored_chunks
     from acxfs.trust.store import load_trust
 
-    store = ContentStore()
+    store = VerifiedCache()
     cart = make_cartridge()
     source, _ = open_source(str(cart), load_trust([str(trusted_registry)]), store)
     pool = ConnectionPool(str(cart))
@@ -267,7 +267,7 @@ def test_a_file_taking_the_whole_verification_budget_does_not_hold_up_small_read
             yield small_data
 
     limits = Limits(inflight_bytes=1 << 20, memory_spill_bytes=64 * 1024)
-    store = ContentStore(limits)
+    store = VerifiedCache(limits)
     big = Entry("rom/big.bin", False, size=len(big_data),
                 digest=hashlib.sha256(big_data).digest(), stored_size=len(big_data))
     small = Entry("rom/small.md", False, size=len(small_data),

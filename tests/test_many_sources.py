@@ -13,7 +13,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from acxfs.container import Source
-from acxfs.content.cache import ContentStore
+from acxfs.content.cache import VerifiedCache
 from acxfs.formats import open_source
 from acxfs.formats.acx import connection
 from acxfs.limits import DEFAULT_LIMITS
@@ -44,7 +44,7 @@ def test_two_hundred_sources_in_one_store_stay_within_the_descriptor_bound(
     for index in range(DISTINCT, SOURCES):  # each its own file: its own source and anchor
         shutil.copyfile(built[index % DISTINCT], carts[index])
     trust = load_trust([str(trusted_registry)])
-    store = ContentStore(dataclasses.replace(DEFAULT_LIMITS, cache_bytes=0))  # no cache hits
+    store = VerifiedCache(dataclasses.replace(DEFAULT_LIMITS, cache_bytes=0))  # no cache hits
     before = _open_fds()
     bound = before + SOURCES + connection.MAX_OPEN
     sources: list[Source] = []

@@ -134,7 +134,7 @@ def cartridge(request: pytest.FixtureRequest) -> tuple[Path, list[str]]:
 def libfuse3_problem() -> str:
     """Why the optional libfuse3 backend cannot load here ('' when it can)."""
     done = run([sys.executable, "-c",
-                "from acxfs import fuse_backend; fuse_backend.load('libfuse3')"])
+                "from acxfs.mount import backend; backend.load('libfuse3')"])
     return "" if done.returncode == 0 else (done.stderr.strip().splitlines() or ["?"])[-1]
 
 

@@ -22,7 +22,7 @@ import pytest
 
 from acxfs import formats
 from acxfs.container import Source
-from acxfs.content.cache import ContentStore
+from acxfs.content.cache import VerifiedCache
 from acxfs.mount.operations import AcxOperations, FuseOSError, Mounted
 from acxfs.trust.store import load_trust
 from tests.support import cartwriter as cw
@@ -39,15 +39,15 @@ SKILL = "rom/skills/demo-skill"
 def opened(make_cartridge: Callable[..., Path], trusted_registry: Path
            ) -> Iterator[Callable[[str], tuple[Path, Mounted]]]:
     """Factory: `opened(name)` builds a demo cartridge and opens it through one store."""
-    store = ContentStore()
+    store = VerifiedCache()
     trust = load_trust([str(trusted_registry)])
     sources: list[Source] = []
 
     def make(name: str, prefix: str = "") -> tuple[Path, Mounted]:
         path = make_cartridge(f"{name}.acx")
-        source, verdict = formats.open_source(str(path), trust, store)
+        source, report = formats.open_source(str(path), trust, store)
         sources.append(source)
-        return path, Mounted(prefix, source, SKILL, verdict, str(path))
+        return path, Mounted(prefix, source, SKILL, report.verdict, str(path))
 
     make.store = store  # type: ignore[attr-defined]
     yield make
@@ -190,16 +190,16 @@ MOUNT_TWO = """
 import sys
 from acxfs import formats
 from acxfs.mount import lifecycle
-from acxfs.content.cache import ContentStore
+from acxfs.content.cache import VerifiedCache
 from acxfs.mount.operations import Mounted
 from acxfs.trust.store import load_trust
 
 mountpoint, registry, *pairs = sys.argv[1:]
-store, trust = ContentStore(), load_trust([registry])
+store, trust = VerifiedCache(), load_trust([registry])
 mounts = []
 for prefix, path in zip(pairs[::2], pairs[1::2]):
-    source, verdict = formats.open_source(path, trust, store)
-    mounts.append(Mounted(prefix, source, "rom/skills/demo-skill", verdict, path))
+    source, report = formats.open_source(path, trust, store)
+    mounts.append(Mounted(prefix, source, "rom/skills/demo-skill", report.verdict, path))
 plan = lifecycle.MountPlan(mountpoint, mounts, store, "library", name="acxfs-test-library",
                         fuse_options={"negative_timeout": 0}, announce=print)
 sys.exit(lifecycle.mount(plan))

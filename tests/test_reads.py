@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from acxfs.content.cache import ContentStore
+from acxfs.content.cache import VerifiedCache
 from acxfs.formats import open_source
 from acxfs.trust.store import load_trust
 from tests.support import REAL
@@ -48,7 +48,7 @@ def test_deep_verify_agrees_with_shallow_on_real_cartridges(run_cli, name, extra
 
 @pytest.mark.parametrize(("name", "extra", "code"), REAL_CASES)
 def test_every_real_rom_file_reads_as_its_signed_oid(name, extra, code) -> None:
-    source, _ = open_source(str(REAL / name), load_trust(), ContentStore(), min_trust="portable")
+    source, _ = open_source(str(REAL / name), load_trust(), VerifiedCache(), min_trust="portable")
     try:
         files = list(source.tree.files())
         assert len(files) in (8, 14)
@@ -211,9 +211,11 @@ def test_a_source_keeps_the_tree_but_not_the_checked_rows(make_cartridge, truste
     from acxfs.trust.store import load_trust
 
     trust = load_trust(registries=[str(trusted_registry)])
-    source, verdict = open_source(str(make_cartridge()), trust, ContentStore())
+    source, report = open_source(str(make_cartridge()), trust, VerifiedCache())
+    verified = report.verdict.status == "verified"
+    del report  # the caller's to keep or drop; the source must not keep the rows alive
     gc.unfreeze()  # the check froze what it built: bring it back into view
     gc.collect()
-    assert verdict.status == "verified" and source.tree.lookup("rom/knowledge/NOTES.md")
+    assert verified and source.tree.lookup("rom/knowledge/NOTES.md")
     assert not [o for o in gc.get_objects() if isinstance(o, CartridgeRows)]
     source.close()

@@ -21,7 +21,7 @@ from typing import Any
 import pytest
 
 from acxfs import formats
-from acxfs.content.cache import process_store
+from acxfs.content.cache import process_cache
 from acxfs.errors import EnvironmentProblem, PackError
 from acxfs.formats.acx import pack as packer
 from acxfs.safe import dirs as safe_dirs
@@ -60,7 +60,7 @@ def test_extract_never_writes_through_a_staging_directory_swapped_for_a_link(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     source, _ = formats.open_source(str(make_cartridge()), load_trust([str(trusted_registry)]),
-                                    process_store())
+                                    process_cache())
     real_blob = type(source).blob
     calls = [0]
 
@@ -86,7 +86,7 @@ def test_extract_of_a_skill_writes_only_its_own_new_directory(
     make_cartridge: Callable[..., Path], trusted_registry: Path, shared: Path,
 ) -> None:
     source, _ = formats.open_source(str(make_cartridge()), load_trust([str(trusted_registry)]),
-                                    process_store())
+                                    process_cache())
     try:
         assert extract(source, shared / "skill", "rom/skills/demo-skill") == 3
     finally:

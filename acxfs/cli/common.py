@@ -19,7 +19,7 @@ from typing import TypeAlias
 
 from acxfs import formats
 from acxfs.container import Source
-from acxfs.content.cache import process_store
+from acxfs.content.cache import process_cache
 from acxfs.errors import (
     AcxfsError,
     EnvironmentProblem,
@@ -75,10 +75,10 @@ def trust_of(args: argparse.Namespace) -> TrustContext:
 def open_container(args: argparse.Namespace) -> Source:
     """The source of `args.container` if it meets `args.min_trust`, reading through a new
     process's content store; a verdict below verified is said on stderr."""
-    source, verdict = formats.open_source(args.container, trust_of(args), process_store(),
+    source, report = formats.open_source(args.container, trust_of(args), process_cache(),
                                           min_trust=args.min_trust)
-    if verdict.status != "verified":
-        say(f"acxfs: warning: {verdict.line}")
+    if report.verdict.status != "verified":
+        say(f"acxfs: warning: {report.verdict.line}")
     return source
 
 

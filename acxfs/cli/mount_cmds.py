@@ -20,7 +20,7 @@ from acxfs.cli.common import (
     trust_of,
     trust_options,
 )
-from acxfs.content.cache import process_store
+from acxfs.content.cache import process_cache
 from acxfs.errors import UntrustedError
 from acxfs.mount import backend, lifecycle, preflight, records
 from acxfs.mount.operations import Mounted
@@ -76,10 +76,12 @@ def cmd_mount(args: argparse.Namespace) -> int:
     log_file = Path(args.log_file).absolute() if args.log_file else default_log_file()
     preflight.check_side_files(args.mountpoint, [container, *args.registry, *args.trust_key],
                             log_file, "--log-file" if args.log_file else "the log file")
-    store = process_store()
+    store = process_cache()
     try:
-        source, verdict = formats.open_source(container, trust_of(args), store,
-                                              min_trust=args.min_trust, with_save=args.with_save)
+        source, report = formats.open_source(container, trust_of(args), store,
+                                             min_trust=args.min_trust, with_save=args.with_save)
+        verdict = report.verdict
+        del report  # the check's rows go with it, before the daemon forks
     except UntrustedError as exc:
         records.log_line(log_file, f"refused: {args.container}: {exc.verdict}")
         raise

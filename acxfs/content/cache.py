@@ -6,8 +6,8 @@ else raw DEFLATE; zip: raw DEFLATE or stored), never produces more than the entr
 returns a `VerifiedBlob` only when the stream ended exactly at that size and its sha256
 equals the signed digest.  Otherwise it raises `TamperError` naming the path.
 Large files are accumulated in an unlinked temporary file, so memory stays bounded.
-`ContentStore` adds a byte-bounded cache and makes concurrent readers of one file share one
-verification; a process has one (`process_store`), shared by every Source it opens and keyed
+`VerifiedCache` adds a byte-bounded cache and makes concurrent readers of one file share one
+verification; a process has one (`process_cache`), shared by every Source it opens and keyed
 per source.  Only this module and the formats' deep checks call `verify_content`; only the
 formats hand it stored bytes.
 """
@@ -385,11 +385,11 @@ class _Flight:
         raise RuntimeError(f"the verification this read waited for failed ({error!r})") from error
 
 
-class ContentStore:
+class VerifiedCache:
     """Verified blobs of every source of a process: a byte-bounded LRU cache with one
     verification per file at a time, and one budget of bytes verified at once.
 
-    A process makes one store and hands it to every Source it opens (`process_store`), so a
+    A process makes one store and hands it to every Source it opens (`process_cache`), so a
     daemon serving many bundles keeps one cache and one in-flight bound.  Its maps are keyed
     by (source key, path): a Source passes itself as `key` and calls `forget(self)` when it
     closes.  `on_tamper(key, error)` is told of each failed check once (reporting never
@@ -532,15 +532,15 @@ class ContentStore:
                 del self._failed[slot]
 
 
-_PROCESS_STORE: list[ContentStore] = []
+_PROCESS_CACHE: list[VerifiedCache] = []
 _PROCESS_LOCK = threading.Lock()
 
 
-def process_store(limits: Limits = DEFAULT_LIMITS) -> ContentStore:
+def process_cache(limits: Limits = DEFAULT_LIMITS) -> VerifiedCache:
     """The process's one store, made on first use with `limits` (later calls get the same
     store: its cache and in-flight bounds are the process's).  A daemon that must log tamper
-    events sets `process_store().on_tamper`."""
+    events sets `process_cache().on_tamper`."""
     with _PROCESS_LOCK:
-        if not _PROCESS_STORE:
-            _PROCESS_STORE.append(ContentStore(limits))
-        return _PROCESS_STORE[0]
+        if not _PROCESS_CACHE:
+            _PROCESS_CACHE.append(VerifiedCache(limits))
+        return _PROCESS_CACHE[0]

@@ -5,7 +5,7 @@ Invariant: a format is chosen from the file's first bytes (never its name), and 
 is dispatched through `FORMATS`; nothing outside this module and the format packages
 compares a format's name.  `check` is the non-raising report used by `verify` and
 `inspect`; `open_source` is the raising path used by everything that serves bytes: it
-returns a Source, reading through the process's `ContentStore`, only when the verdict meets
+returns a Source, reading through the process's `VerifiedCache`, only when the verdict meets
 the required trust.  `identity` and `skills` answer from a verified container only.
 """
 
@@ -16,7 +16,7 @@ from pathlib import Path
 
 from acxfs import verdict as v
 from acxfs.container import Format, Identity, Report, Source
-from acxfs.content.cache import ContentStore
+from acxfs.content.cache import VerifiedCache
 from acxfs.errors import EnvironmentProblem, IdentityError
 from acxfs.formats import acx, azp
 from acxfs.formats.acx.connection import read_head
@@ -58,11 +58,12 @@ def check(
 
 
 def open_source(
-    path: str, trust: TrustContext, store: ContentStore, *, min_trust: v.MinTrust = "verified",
+    path: str, trust: TrustContext, store: VerifiedCache, *, min_trust: v.MinTrust = "verified",
     with_save: bool = False, limits: Limits = DEFAULT_LIMITS,
-) -> tuple[Source, v.Verdict]:
-    """A source for `path` reading through `store` if its verdict meets `min_trust`;
-    UntrustedError otherwise."""
+) -> tuple[Source, Report]:
+    """A source for `path` reading through `store` if its verdict meets `min_trust`, with the
+    report of the one check it passed (its verdict, identity and skills); UntrustedError
+    otherwise."""
     return detect(path).open(path, trust, store, min_trust=min_trust, with_save=with_save,
                              limits=limits)
 

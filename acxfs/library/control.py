@@ -9,6 +9,7 @@ time; the channel carries names of store files, never bundle bytes.
 from __future__ import annotations
 
 import contextlib
+import enum
 import json
 import os
 import socket
@@ -58,6 +59,39 @@ def _short(sock_path: Path) -> Iterator[str]:
         yield f"/proc/self/fd/{fd}/{sock_path.name}"
     finally:
         os.close(fd)
+
+
+class Op(enum.StrEnum):
+    """The operations of the control protocol: a request is `{"op": OP, ...}`."""
+
+    PING = "ping"  # -> {"ok", "pid"}
+    STATUS = "status"  # -> {"ok", "pid", "mountpoint", "served", "refused", "failures"}
+    LOAD = "load"  # {"file"}: check and serve one store file -> {"ok", "path"}
+    SYNC = "sync"  # serve exactly the library's revisions -> the status
+    RELOAD = "reload"  # the same, re-checking every served one against the trust store
+
+
+class ControlClient:
+    """The library daemon as its owner's commands reach it: one method per operation, each
+    one connection (DaemonDown when no daemon answers on `socket`)."""
+
+    def __init__(self, socket_path: Path) -> None:
+        self.socket_path = socket_path
+
+    def ping(self) -> dict[str, object]:
+        return request(self.socket_path, {"op": Op.PING}, timeout=5)
+
+    def status(self) -> dict[str, object]:
+        return request(self.socket_path, {"op": Op.STATUS}, timeout=10)
+
+    def load(self, file: str) -> dict[str, object]:
+        return request(self.socket_path, {"op": Op.LOAD, "file": file})
+
+    def sync(self) -> dict[str, object]:
+        return request(self.socket_path, {"op": Op.SYNC})
+
+    def reload(self) -> dict[str, object]:
+        return request(self.socket_path, {"op": Op.RELOAD})
 
 
 def request(sock_path: Path, doc: dict[str, object], timeout: float = TIMEOUT) -> dict[str, object]:

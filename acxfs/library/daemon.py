@@ -18,11 +18,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from acxfs import formats
-from acxfs.container import Identity
-from acxfs.content.cache import ContentStore, process_store
-from acxfs.errors import AcxfsError, DaemonDown
+from acxfs.container import Report
+from acxfs.content.cache import VerifiedCache, process_cache
+from acxfs.errors import AcxfsError, DaemonDown, UntrustedError
 from acxfs.library import agent_links
-from acxfs.library.control import ControlServer, request
+from acxfs.library.control import ControlClient, ControlServer, Op
 from acxfs.library.state import LibraryState, Revision, load_state
 from acxfs.limits import DEFAULT_LIMITS
 from acxfs.mount import lifecycle
@@ -41,12 +41,12 @@ KERNEL_CACHE = {"negative_timeout": 0, "entry_timeout": 60, "attr_timeout": 60}
 
 
 @dataclass
-class LibraryServer:
+class LibraryDaemon:
     """What the daemon serves, what it refused and why, and the files that failed."""
 
     paths: LibraryPaths
     trust_dir: Path
-    store: ContentStore
+    cache: VerifiedCache
     ops: AcxOperations | None = None
     served: dict[str, Mounted] = field(default_factory=dict)
     files: dict[str, str] = field(default_factory=dict)  # prefix -> store file
@@ -59,14 +59,12 @@ class LibraryServer:
     def _trust(self) -> TrustContext:
         return load_trust(store=self.trust_dir)
 
-    def verify(self, file: str, trust: TrustContext,
-               expected: Revision | None) -> tuple[str, Identity]:
-        """Check the store file now (AcxfsError unless it is verified and, when `expected`,
-        still what was installed); the prefix it is served under, and its identity."""
+    def _prefix(self, file: str, report: Report, expected: Revision | None) -> str:
+        """The path a verified store file is served under (AcxfsError unless `report` is
+        verified and, when `expected`, still what was installed)."""
         match = STORE_NAME.fullmatch(file)
         if match is None:
             raise AcxfsError(f"{file!r} is not a store file name")
-        report = formats.check(str(self.paths.store / file), trust, deep=False)
         verdict = report.verdict
         if verdict.status != "verified":
             raise AcxfsError(verdict.line)
@@ -75,20 +73,32 @@ class LibraryServer:
         prefix = f"{identity.name}/{identity.version}-{match.group(1)[:12]}"
         if expected is not None and (expected.prefix, expected.skills) != (prefix, skills):
             raise AcxfsError("the store file no longer matches what was installed")
-        return prefix, identity
+        return prefix
 
-    def check(self, file: str, trust: TrustContext, expected: Revision | None) -> Mounted:
-        """The store file, checked now (`verify`), as a source ready to serve."""
-        return self._open(file, trust, *self.verify(file, trust, expected))
+    def recheck(self, file: str, trust: TrustContext, expected: Revision | None) -> str:
+        """Check the store file again without opening it to serve (a bundle already served
+        stays served through the source it has); its prefix."""
+        report = formats.check(str(self.paths.store / file), trust, deep=False)
+        return self._prefix(file, report, expected)
 
-    def _open(self, file: str, trust: TrustContext, prefix: str, identity: Identity) -> Mounted:
-        """A source serving the store file `verify` passed, reading through the store."""
+    def open_revision(self, file: str, trust: TrustContext,
+                      expected: Revision | None) -> Mounted:
+        """The store file, checked once now, as a source ready to serve at its prefix."""
         path = str(self.paths.store / file)
-        source, verdict = formats.open_source(path, trust, self.store, min_trust="verified")
-        # Shown no older than the install: an agent that polls mtimes (Claude Code) notices an
-        # update even when the new SKILL.md has the old one's size and stored mtime.
-        installed = os.stat(path).st_mtime_ns
-        return Mounted(prefix, source, source.skills_root, verdict,
+        try:
+            source, report = formats.open_source(path, trust, self.cache, min_trust="verified")
+        except UntrustedError as exc:
+            raise AcxfsError(exc.verdict.line) from exc
+        try:
+            prefix = self._prefix(file, report, expected)
+            identity = formats.identity(report)
+            # Shown no older than the install: an agent that polls mtimes (Claude Code)
+            # notices an update even when the new SKILL.md has the old one's size and mtime.
+            installed = os.stat(path).st_mtime_ns
+        except BaseException:
+            source.close()
+            raise
+        return Mounted(prefix, source, source.skills_root, report.verdict,
                        f"{identity.name} {identity.version}", min_mtime_ns=installed)
 
     def _attach(self, mounted: Mounted, file: str) -> None:
@@ -109,7 +119,7 @@ class LibraryServer:
         trust = self._trust()
         for rev in state.revisions():
             try:
-                self._attach(self.check(rev.file, trust, rev), rev.file)
+                self._attach(self.open_revision(rev.file, trust, rev), rev.file)
             except (AcxfsError, OSError) as exc:
                 self.refused[rev.prefix] = str(exc)
         return list(self.served.values())
@@ -130,9 +140,9 @@ class LibraryServer:
                 continue
             try:
                 if prefix in self.served:
-                    self.verify(rev.file, trust, rev)  # still good: keep the one serving
+                    self.recheck(rev.file, trust, rev)  # still good: keep the one serving
                 else:
-                    self._attach(self.check(rev.file, trust, rev), rev.file)
+                    self._attach(self.open_revision(rev.file, trust, rev), rev.file)
             except (AcxfsError, OSError) as exc:
                 self._detach(prefix)
                 self.refused[prefix] = str(exc)
@@ -142,19 +152,22 @@ class LibraryServer:
     def handle(self, doc: dict[str, object]) -> dict[str, object]:
         op = doc.get("op")
         try:
-            if op == "ping":
+            if op == Op.PING:
                 return {"ok": True, "pid": os.getpid()}
-            if op == "status":
+            if op == Op.STATUS:
                 return self.status()
-            if op == "load":
+            if op == Op.LOAD:
                 file = str(doc.get("file"))
                 trust = self._trust()
-                prefix, identity = self.verify(file, trust, None)
-                if prefix not in self.served:
-                    self._attach(self._open(file, trust, prefix, identity), file)
+                if file in self.files.values():  # served already: its check again
+                    prefix = self.recheck(file, trust, None)
+                else:  # one check, by the open that serves it
+                    mounted = self.open_revision(file, trust, None)
+                    prefix = mounted.prefix
+                    self._attach(mounted, file)
                 return {"ok": True, "path": str(self.paths.mnt / prefix)}
-            if op in ("sync", "reload"):
-                self.sync(recheck=op == "reload")
+            if op in (Op.SYNC, Op.RELOAD):
+                self.sync(recheck=op == Op.RELOAD)
                 return self.status()
         except (AcxfsError, OSError) as exc:
             return {"ok": False, "error": str(exc)}
@@ -190,7 +203,7 @@ class LibraryServer:
 
 def running(paths: LibraryPaths) -> bool:
     try:
-        return bool(request(paths.socket, {"op": "ping"}, timeout=5).get("ok"))
+        return bool(ControlClient(paths.socket).ping().get("ok"))
     except DaemonDown:
         return False
 
@@ -200,13 +213,13 @@ def start(paths: LibraryPaths, state: LibraryState, foreground: bool,
     """Check every bundle, mount the library and serve it (returns once live, or, in the
     foreground, once unmounted).  `on_live` runs on a thread of its own once the daemon
     takes requests."""
-    server = LibraryServer(paths, Path(state.trust_dir), process_store(DEFAULT_LIMITS))
+    server = LibraryDaemon(paths, Path(state.trust_dir), process_cache(DEFAULT_LIMITS))
     server.after_live = on_live
     mounts = server.initial(state)
     agent_links.private_dir(paths.root)
     paths.mnt.mkdir(mode=0o755, exist_ok=True)
     plan = lifecycle.MountPlan(
-        mountpoint=str(paths.mnt), mounts=mounts, store=server.store, view="skills library",
+        mountpoint=str(paths.mnt), mounts=mounts, cache=server.cache, view="skills library",
         foreground=foreground, log_file=paths.log, created=None, announce=say,
         name=f"library {paths.root}", fuse_options=dict(KERNEL_CACHE),
         on_live=server.serving, reserved=paths.mnt,

@@ -17,7 +17,7 @@ from pathlib import Path
 from acxfs.errors import AcxfsError, DaemonDown, EnvironmentProblem, RefusedError, UntrustedError
 from acxfs.library import agent_links, agents, daemon, journal, versions
 from acxfs.library.bundles import Checked, import_bundle
-from acxfs.library.control import request
+from acxfs.library.control import ControlClient
 from acxfs.library.plan import Plan
 from acxfs.library.state import LibraryState, Link, Revision, load_state
 from acxfs.paths import LibraryPaths, library_paths, trust_dir
@@ -59,13 +59,13 @@ class Library:
 
     def daemon_status(self) -> dict[str, object] | None:
         try:
-            return request(self.paths.socket, {"op": "status"}, timeout=10)
+            return ControlClient(self.paths.socket).status()
         except DaemonDown:
             return None
 
     def _sync(self) -> None:
         with contextlib.suppress(DaemonDown):
-            request(self.paths.socket, {"op": "sync"})
+            ControlClient(self.paths.socket).sync()
 
     def recover(self) -> None:
         outcome = journal.recover(self.paths, self._sync)
@@ -188,7 +188,7 @@ class Library:
         if not daemon.running(self.paths):
             daemon.start(self.paths, state, foreground=False, say=lambda message: None)
         for rev in revisions:
-            answer = request(self.paths.socket, {"op": "load", "file": rev.file})
+            answer = ControlClient(self.paths.socket).load(rev.file)
             if not answer.get("ok"):
                 raise RefusedError(f"the library daemon refused {rev.identity} {rev.version}: "
                                    f"{answer.get('error')}")
@@ -244,7 +244,7 @@ class Library:
             self.trust(state)
             running = daemon.running(self.paths)
             if running and reload:
-                answer = request(self.paths.socket, {"op": "reload"})
+                answer = ControlClient(self.paths.socket).reload()
                 if not answer.get("ok"):
                     raise EnvironmentProblem("the library daemon could not re-check the library: "
                                              f"{answer.get('error')}")

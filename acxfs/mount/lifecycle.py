@@ -30,7 +30,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from acxfs.content.cache import ContentStore
+from acxfs.content.cache import VerifiedCache
 from acxfs.errors import EnvironmentProblem
 from acxfs.mount import backend as fuse_backend
 from acxfs.mount.operations import AcxOperations, Mounted
@@ -46,7 +46,7 @@ class MountPlan:
     """Everything one mount needs.
 
     `mounts`: the sources it serves, each at its prefix (a source at prefix '' is the mount's
-    only one); `store`: the process's content store, which every source of `mounts` reads
+    only one); `cache`: the process's verified-bytes cache, which every source of `mounts` reads
     through; `view`: what status calls the mount; `created`: what `prepare_mountpoint` made
     (None: the mountpoint existed); `name`: the mount's name in /proc/mounts and its state
     (default: the label of its one source, an absolute path); `fuse_options`: options that
@@ -56,7 +56,7 @@ class MountPlan:
 
     mountpoint: str
     mounts: list[Mounted]
-    store: ContentStore
+    cache: VerifiedCache
     view: str
     foreground: bool = False
     log_file: Path | None = None
@@ -123,7 +123,7 @@ def serve(plan: MountPlan, on_ready: Callable[[], None]) -> None:
         plan.on_live(ops)  # before the caller is told: what on_live starts is there by then
         on_ready()
 
-    ops = AcxOperations(plan.mounts, plan.store,
+    ops = AcxOperations(plan.mounts, plan.cache,
                         log=lambda message: log_line(plan.log_file, message), on_ready=ready)
     options: dict[str, Any] = {
         "attr_timeout": 86400, "entry_timeout": 86400, "negative_timeout": 3600,

@@ -29,7 +29,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any, TypeVar
 
 from acxfs.container import Entry, Source
-from acxfs.content.cache import ContentStore
+from acxfs.content.cache import VerifiedCache
 from acxfs.errors import TamperError, UnverifiableError
 from acxfs.mount.threads import pin_current_thread
 from acxfs.verdict import Verdict
@@ -146,7 +146,7 @@ class AcxOperations:
     use_ns = True
 
     def __init__(
-        self, mounts: Iterable[Mounted], store: ContentStore,
+        self, mounts: Iterable[Mounted], store: VerifiedCache,
         log: Callable[[str], None] = lambda message: None,
         on_ready: Callable[[], None] = lambda: None,
     ) -> None:

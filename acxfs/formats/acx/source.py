@@ -2,7 +2,7 @@
 
 Invariant: a `CartridgeSource` is built only from a `VerifiedCartridge` whose verdict met
 the required trust, and its only byte API (`blob`, `read`) goes through the process's
-`ContentStore`, which releases a file only once its sha256 matched the entry's digest.  The
+`VerifiedCache`, which releases a file only once its sha256 matched the entry's digest.  The
 stored BLOBs (`stored_chunks`, `small_rows`) are read only here and by the deep check.
 `open_source` checks the file through one pinned descriptor and serves that same file (the
 inode the check read) for as long as the source lives, whatever its path names later; its
@@ -16,9 +16,15 @@ from collections.abc import Iterator
 
 from acxfs import verdict as v
 from acxfs.container import Entry, Tree, VerifiedBlob, build_tree
-from acxfs.content.cache import ContentStore
+from acxfs.content.cache import VerifiedCache
 from acxfs.errors import TamperError, UntrustedError
-from acxfs.formats.acx.check import SKILLS_ROOT, VerifiedCartridge, check_cartridge
+from acxfs.formats.acx.check import (
+    SKILLS_ROOT,
+    AcxReport,
+    VerifiedCartridge,
+    check_cartridge,
+    report_of,
+)
 from acxfs.formats.acx.connection import ConnectionPool, PinnedFile, pinned
 from acxfs.limits import DEFAULT_LIMITS, Limits
 from acxfs.trust.policy import TrustContext
@@ -32,7 +38,7 @@ class CartridgeSource:
     skills_root = SKILLS_ROOT
 
     def __init__(
-        self, cartridge: VerifiedCartridge, store: ContentStore, pool: ConnectionPool, *,
+        self, cartridge: VerifiedCartridge, store: VerifiedCache, pool: ConnectionPool, *,
         with_save: bool = False, limits: Limits = DEFAULT_LIMITS,
     ) -> None:
         # Only what serving needs is kept: the check's rows (every sqlar and objects row) are
@@ -128,9 +134,9 @@ def _blob_chunks(
 
 
 def open_source(
-    path: str, trust: TrustContext, store: ContentStore, *, min_trust: v.MinTrust = "verified",
+    path: str, trust: TrustContext, store: VerifiedCache, *, min_trust: v.MinTrust = "verified",
     with_save: bool = False, limits: Limits = DEFAULT_LIMITS,
-) -> tuple[CartridgeSource, v.Verdict]:
+) -> tuple[CartridgeSource, AcxReport]:
     """A source for the cartridge `path` if its verdict meets `min_trust`; UntrustedError
     otherwise.  The check reads the file through one descriptor, and the source serves the
     file that descriptor opened."""
@@ -144,4 +150,4 @@ def open_source(
     finally:
         pin.close()
     source = CartridgeSource(report.verified, store, pool, with_save=with_save, limits=limits)
-    return source, report.verdict
+    return source, report_of(report)

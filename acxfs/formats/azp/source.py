@@ -3,7 +3,7 @@
 Invariant: an `AzpSource` is built only from a `Package` whose checks passed and whose
 verdict met the required trust; it reads each entry's stored bytes with `os.pread` from the
 descriptor the check used (so the bytes served are those checked), and its only byte API
-(`blob`, `read`) goes through the process's `ContentStore`, which inflates them within the
+(`blob`, `read`) goes through the process's `VerifiedCache`, which inflates them within the
 central-directory size and releases them only when their sha256 is the manifest digest.
 """
 
@@ -16,9 +16,9 @@ from typing import BinaryIO
 
 from acxfs import verdict as v
 from acxfs.container import Entry, Tree, VerifiedBlob
-from acxfs.content.cache import ContentStore
+from acxfs.content.cache import VerifiedCache
 from acxfs.errors import EnvironmentProblem, TamperError, UntrustedError
-from acxfs.formats.azp.check import SKILL_ONLY, Package, check_handle, open_package
+from acxfs.formats.azp.check import SKILL_ONLY, AzpReport, Package, check_handle, open_package
 from acxfs.formats.azp.manifest import SKILLS_ROOT
 from acxfs.formats.azp.zip import stored_chunks
 from acxfs.limits import DEFAULT_LIMITS, Limits
@@ -31,7 +31,7 @@ class AzpSource:
     skills_root = SKILLS_ROOT
 
     def __init__(
-        self, package: Package, handle: BinaryIO, store: ContentStore,
+        self, package: Package, handle: BinaryIO, store: VerifiedCache,
         limits: Limits = DEFAULT_LIMITS,
     ) -> None:
         self.tree: Tree = package.tree
@@ -76,9 +76,9 @@ def package_chunks(
 
 
 def open_source(
-    path: str, trust: TrustContext, store: ContentStore, *, min_trust: v.MinTrust = "verified",
+    path: str, trust: TrustContext, store: VerifiedCache, *, min_trust: v.MinTrust = "verified",
     with_save: bool = False, limits: Limits = DEFAULT_LIMITS,
-) -> tuple[AzpSource, v.Verdict]:
+) -> tuple[AzpSource, AzpReport]:
     """A source for a kind "skill" package whose verdict allows `min_trust`; else UntrustedError.
 
     The check and the source share one open file, so the bytes served are those checked."""
@@ -95,7 +95,7 @@ def open_source(
                 "incompatible", f"{SKILL_ONLY}; this one is kind {json.dumps(package.kind)}."))
         if not report.verdict.allows(min_trust):
             raise UntrustedError(report.verdict)
-        return AzpSource(package, handle, store, limits), report.verdict
+        return AzpSource(package, handle, store, limits), report
     except BaseException:
         handle.close()
         raise

@@ -108,7 +108,7 @@ def check_mutant(mutant: Mutant) -> Result:
 
 
 def _accepted_paths(mutant: Mutant) -> list[str] | None:
-    from acxfs.content.cache import ContentStore
+    from acxfs.content.cache import VerifiedCache
     from acxfs.formats import open_source
     from acxfs.trust.store import load_trust
 
@@ -116,7 +116,7 @@ def _accepted_paths(mutant: Mutant) -> list[str] | None:
     registries = [args[i + 1] for i, a in enumerate(args) if a == "--registry"]
     keys = [args[i + 1] for i, a in enumerate(args) if a == "--trust-key"]
     try:
-        source, _ = open_source(str(mutant.path), load_trust(registries, keys), ContentStore())
+        source, _ = open_source(str(mutant.path), load_trust(registries, keys), VerifiedCache())
     except Exception:
         return None
     try:
