@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from acxfs.errors import UnsafePathError
+from acxfs.safe import _ops as safe_ops
 from acxfs.safe import dirs as safe_dirs
 from acxfs.safe import files as safe_files
 from acxfs.safe import links as safe_links
@@ -48,7 +49,7 @@ def at_step(monkeypatch: pytest.MonkeyPatch, wanted: str, action: Callable[[], N
         if step == wanted and seen.count(step) == 1:
             action()
 
-    monkeypatch.setattr(safe_dirs, "_checkpoint", checkpoint)
+    monkeypatch.setattr(safe_ops, "_checkpoint", checkpoint)
     return seen
 
 
@@ -59,7 +60,7 @@ def renames(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> 
         def unsupported(old_dirfd: int, old: str, new_dirfd: int, new: str, flags: int) -> None:
             raise OSError(errno.ENOSYS, os.strerror(errno.ENOSYS), new)
 
-        monkeypatch.setattr(safe_dirs, "_renameat2", unsupported)
+        monkeypatch.setattr(safe_ops, "_renameat2", unsupported)
     return str(request.param)
 
 
@@ -97,8 +98,8 @@ def test_symlink_planted_at_the_temp_name_is_never_written_through(
 ) -> None:
     as_nobody(lambda: os.symlink(secret / "victim", shared / ".acxfs-planted.tmp"))
     names = iter([".acxfs-planted.tmp"])
-    real = safe_dirs._temp_name
-    monkeypatch.setattr(safe_dirs, "_temp_name", lambda: next(names, None) or real())
+    real = safe_ops._temp_name
+    monkeypatch.setattr(safe_ops, "_temp_name", lambda: next(names, None) or real())
     WRITERS[writer](dirfd, "out")
     assert (shared / "out").read_bytes() == b"new bytes"
     assert not (shared / "out").is_symlink()
@@ -420,7 +421,7 @@ def test_without_renameat2_new_files_still_never_replace(
         calls.append(flags)
         raise OSError(errno.ENOSYS, os.strerror(errno.ENOSYS), new)
 
-    monkeypatch.setattr(safe_dirs, "_renameat2", unsupported)
+    monkeypatch.setattr(safe_ops, "_renameat2", unsupported)
     safe_files.write_new_at(dirfd, "out", b"first", 0o644)
     with pytest.raises(FileExistsError):
         safe_files.write_new_at(dirfd, "out", b"second", 0o644)

@@ -24,6 +24,7 @@ from acxfs import formats
 from acxfs.content.cache import process_cache
 from acxfs.errors import EnvironmentProblem, PackError
 from acxfs.formats.acx import pack as packer
+from acxfs.safe import _ops as safe_ops
 from acxfs.safe import dirs as safe_dirs
 from acxfs.signing.keys import PrivateKey
 from acxfs.trust.store import load_trust
@@ -162,7 +163,7 @@ def test_a_pack_input_flipping_to_a_link_never_gets_the_secret_signed(
             drop_to_nobody()
             while True:  # each exchange swaps the two names atomically
                 with contextlib.suppress(OSError):
-                    safe_dirs._renameat2(-100, str(link), -100, str(flip),
+                    safe_ops._renameat2(-100, str(link), -100, str(flip),
                                          safe_dirs.RENAME_EXCHANGE)
         finally:
             os._exit(0)

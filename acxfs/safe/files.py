@@ -16,8 +16,8 @@ from collections.abc import Callable
 from types import TracebackType
 
 from acxfs.errors import UnsafePathError
-from acxfs.safe import dirs as safe_dirs
-from acxfs.safe.dirs import (
+from acxfs.safe import _ops
+from acxfs.safe._ops import (
     _CHUNK,
     _UNSUPPORTED,
     RENAME_NOREPLACE,
@@ -25,9 +25,8 @@ from acxfs.safe.dirs import (
     _entry_identity,
     _identity,
     _where,
-    fsync_dir,
-    rename_noreplace_at,
 )
+from acxfs.safe.dirs import fsync_dir, rename_noreplace_at
 
 
 class _Staged:
@@ -71,7 +70,7 @@ class TempFile(_Staged):
             if durable:
                 os.fsync(self.fd)
             mine = _identity(os.fstat(self.fd))
-            safe_dirs._checkpoint("commit:rename")
+            _ops._checkpoint("commit:rename")
             if replace:
                 os.rename(self.temp_name, self.name, src_dir_fd=self.dirfd,
                           dst_dir_fd=self.dirfd)
@@ -93,7 +92,7 @@ class TempFile(_Staged):
 
     def _rename_new(self) -> None:
         try:
-            safe_dirs._renameat2(self.dirfd, self.temp_name, self.dirfd, self.name,
+            _ops._renameat2(self.dirfd, self.temp_name, self.dirfd, self.name,
                                  RENAME_NOREPLACE)
             return
         except OSError as exc:
@@ -132,7 +131,7 @@ def open_new_at(dirfd: int, name: str, mode: int) -> TempFile:
     `commit` makes `name`."""
     _check_name(name)
     for _ in range(16):
-        temp_name = safe_dirs._temp_name()
+        temp_name = _ops._temp_name()
         try:
             fd = os.open(temp_name, os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW
                          | os.O_CLOEXEC, 0o600, dir_fd=dirfd)
@@ -196,7 +195,7 @@ class TempDir(_Staged):
         try:
             fsync_dir(self.fd)
             mine = _identity(os.fstat(self.fd))
-            safe_dirs._checkpoint("commit:rename")
+            _ops._checkpoint("commit:rename")
             rename_noreplace_at(self.dirfd, self.temp_name, self.dirfd, self.name)
         except BaseException:
             self.discard()
@@ -260,7 +259,7 @@ def open_new_dir_at(dirfd: int, name: str, mode: int = 0o700) -> TempDir:
     `mode`), that `commit` makes `name`."""
     _check_name(name)
     for _ in range(16):
-        temp_name = safe_dirs._temp_name()
+        temp_name = _ops._temp_name()
         try:
             os.mkdir(temp_name, 0o700, dir_fd=dirfd)
         except FileExistsError:

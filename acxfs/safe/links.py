@@ -13,8 +13,8 @@ import errno
 import os
 
 from acxfs.errors import UnsafePathError
-from acxfs.safe import dirs as safe_dirs
-from acxfs.safe.dirs import (
+from acxfs.safe import _ops
+from acxfs.safe._ops import (
     _UNSUPPORTED,
     RENAME_EXCHANGE,
     RENAME_NOREPLACE,
@@ -22,17 +22,16 @@ from acxfs.safe.dirs import (
     _entry_identity,
     _is_link_to,
     _where,
-    fsync_dir,
-    rename_noreplace_at,
 )
+from acxfs.safe.dirs import fsync_dir, rename_noreplace_at
 
 
 def _move_aside(dirfd: int, name: str) -> str:
     """Move whatever is at `name` to a fresh random name in the same directory; that name."""
     for _ in range(16):
-        aside = safe_dirs._temp_name()
+        aside = _ops._temp_name()
         try:
-            safe_dirs._renameat2(dirfd, name, dirfd, aside, RENAME_NOREPLACE)
+            _ops._renameat2(dirfd, name, dirfd, aside, RENAME_NOREPLACE)
             return aside
         except FileExistsError:
             continue
@@ -64,7 +63,7 @@ def symlink_new_at(dirfd: int, name: str, target: str) -> None:
 
 def _new_link(dirfd: int, target: str) -> str:
     for _ in range(16):
-        temp_name = safe_dirs._temp_name()
+        temp_name = _ops._temp_name()
         try:
             os.symlink(target, temp_name, dir_fd=dirfd)
             return temp_name
@@ -90,9 +89,9 @@ def replace_symlink_at(dirfd: int, name: str, target: str, expect_old: str) -> N
         raise _not_ours(dirfd, name, expect_old)
     temp = _new_link(dirfd, target)
     try:
-        safe_dirs._checkpoint("replace_symlink_at:exchange")
+        _ops._checkpoint("replace_symlink_at:exchange")
         try:
-            safe_dirs._renameat2(dirfd, temp, dirfd, name, RENAME_EXCHANGE)
+            _ops._renameat2(dirfd, temp, dirfd, name, RENAME_EXCHANGE)
         except OSError as exc:
             if exc.errno == errno.ENOENT:
                 raise _not_ours(dirfd, name, expect_old) from None
@@ -109,7 +108,7 @@ def replace_symlink_at(dirfd: int, name: str, target: str, expect_old: str) -> N
             fsync_dir(dirfd)
             return
         try:
-            safe_dirs._renameat2(dirfd, temp, dirfd, name, RENAME_EXCHANGE)
+            _ops._renameat2(dirfd, temp, dirfd, name, RENAME_EXCHANGE)
         except OSError:
             aside, temp = temp, ""  # it holds what was at `name`: not acxfs's to remove
             where, now = _where(dirfd, name), _where(dirfd, aside)
@@ -153,7 +152,7 @@ def remove_symlink_at(dirfd: int, name: str, expect_target: str) -> None:
     _check_name(name)
     if not _is_link_to(dirfd, name, expect_target):
         raise _not_ours(dirfd, name, expect_target)
-    safe_dirs._checkpoint("remove_symlink_at:move")
+    _ops._checkpoint("remove_symlink_at:move")
     aside = _take_aside(dirfd, name, expect_target)
     os.unlink(aside, dir_fd=dirfd)
     fsync_dir(dirfd)
