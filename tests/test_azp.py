@@ -214,7 +214,7 @@ def test_real_package_inspect_shows_skill_block_without_inflating_payload(
 
     monkeypatch.setattr("acxfs.formats.azp.check.read_small", spy)
     monkeypatch.setattr("acxfs.formats.azp.deep.verify_content", forbidden)
-    monkeypatch.setattr("acxfs.content.cache.verify_content", forbidden)
+    monkeypatch.setattr("acxfs.content.rule.verify_content", forbidden)
     result = run_cli("inspect", REAL_PKG)
     assert result.code == 0
     assert sorted(read) == ["manifest.json", "signature.json"]

@@ -13,7 +13,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from acxfs.container import Entry
-from acxfs.content.cache import MemoryBlob, SpilledBlob, VerifiedCache, verify_content
+from acxfs.content.cache import VerifiedCache
+from acxfs.content.rule import MemoryBlob, SpilledBlob, verify_content
 from acxfs.errors import TamperError
 from acxfs.limits import Limits
 
@@ -51,7 +52,7 @@ def test_every_sqlar_encoding_yields_the_signed_bytes(encode: Callable[[bytes], 
 def test_raw_deflate_that_looks_like_zlib_still_verifies() -> None:
     # A raw stream whose first two bytes pass the zlib header test: a stored block of 29 bytes
     # starts 08 1d (0x081d % 31 == 0). zlib is tried first, fails, and raw DEFLATE decides.
-    from acxfs.content.cache import looks_like_zlib
+    from acxfs.content.rule import looks_like_zlib
 
     head, tail = DATA[:29], DATA[29:400]
     stored = (b"\x08" + (29).to_bytes(2, "little") + (0xFFFF - 29).to_bytes(2, "little") + head
@@ -300,7 +301,7 @@ _MUTATIONS = st.sampled_from(["as is", "truncate", "append", "flip", "shorter si
 def test_small_files_inflate_in_one_call_exactly_as_streamed(
     data: bytes, wbits: int | None, mutation: str, where: int,
 ) -> None:
-    from acxfs.content.cache import _inflate_whole, _inflate_with, _StreamError
+    from acxfs.content.rule import _inflate_whole, _inflate_with, _StreamError
 
     stored = data if wbits is None else (
         zlib.compress(data) if wbits == 15 else _raw(data))

@@ -357,7 +357,7 @@ def test_verify_content_reads_a_zlib_row_only_as_zlib(case: str, streamed: bool)
     import hashlib
 
     from acxfs.container import Entry
-    from acxfs.content.cache import verify_content
+    from acxfs.content.rule import verify_content
     from acxfs.errors import TamperError
     from acxfs.limits import DEFAULT_LIMITS
 

@@ -65,7 +65,7 @@ def test_a_long_deep_check_is_not_cut_short_by_the_statement_bound(
     of the small rows pauses while each row is verified, and that time is not the scan's."""
     import time
 
-    from acxfs.content.cache import verify_content as real
+    from acxfs.content.rule import verify_content as real
     from acxfs.formats.acx import connection, deep
 
     files = {**DEMO_FILES, **{f"rom/knowledge/n{i:04d}.md": b"note %d\n" % i for i in range(800)}}

@@ -58,13 +58,13 @@ def check(
 
 
 def open_source(
-    path: str, trust: TrustContext, store: VerifiedCache, *, min_trust: v.MinTrust = "verified",
+    path: str, trust: TrustContext, cache: VerifiedCache, *, min_trust: v.MinTrust = "verified",
     with_save: bool = False, limits: Limits = DEFAULT_LIMITS,
 ) -> tuple[Source, Report]:
-    """A source for `path` reading through `store` if its verdict meets `min_trust`, with the
+    """A source for `path` reading through `cache` if its verdict meets `min_trust`, with the
     report of the one check it passed (its verdict, identity and skills); UntrustedError
     otherwise."""
-    return detect(path).open(path, trust, store, min_trust=min_trust, with_save=with_save,
+    return detect(path).open(path, trust, cache, min_trust=min_trust, with_save=with_save,
                              limits=limits)
 
 

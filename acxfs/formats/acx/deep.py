@@ -1,7 +1,7 @@
 """`acxfs verify` (not `--quick`) for a cartridge: hash every ROM file, re-derive the index.
 
 Invariant: every ROM file of a cartridge that passed its shallow check is read from its
-stored row and verified by `acxfs.content.cache.verify_content`; a signed file that differs makes
+stored row and verified by `acxfs.content.rule.verify_content`; a signed file that differs makes
 the verdict tampered (an unsigned one is a warning: corruption, not tampering), and a skill
 index row that disagrees with its SKILL.md is a warning.  Nothing is served from here.
 """
@@ -13,7 +13,7 @@ from collections.abc import Callable, Iterator
 
 from acxfs import verdict as v
 from acxfs.container import Entry
-from acxfs.content.cache import verify_content
+from acxfs.content.rule import verify_content
 from acxfs.errors import SkillError, TamperError
 from acxfs.formats.acx.check import AcxReport
 from acxfs.formats.acx.connection import ConnectionPool

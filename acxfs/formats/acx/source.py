@@ -15,7 +15,7 @@ import sqlite3
 from collections.abc import Iterator
 
 from acxfs import verdict as v
-from acxfs.container import Entry, Tree, VerifiedBlob, build_tree
+from acxfs.container import Entry, build_tree
 from acxfs.content.cache import VerifiedCache
 from acxfs.errors import TamperError, UntrustedError
 from acxfs.formats.acx.check import (
@@ -26,47 +26,38 @@ from acxfs.formats.acx.check import (
     report_of,
 )
 from acxfs.formats.acx.connection import ConnectionPool, PinnedFile, pinned
+from acxfs.formats.base import StoredSource
 from acxfs.limits import DEFAULT_LIMITS, Limits
 from acxfs.trust.policy import TrustContext
 
 SMALL_ROW_BYTES = 64 * 1024
 
 
-class CartridgeSource:
+class CartridgeSource(StoredSource):
     """Serves one verified cartridge; `with_save` adds the unsigned SAVE zone beside rom/."""
 
     skills_root = SKILLS_ROOT
 
     def __init__(
-        self, cartridge: VerifiedCartridge, store: VerifiedCache, pool: ConnectionPool, *,
+        self, cartridge: VerifiedCartridge, cache: VerifiedCache, pool: ConnectionPool, *,
         with_save: bool = False, limits: Limits = DEFAULT_LIMITS,
     ) -> None:
         # Only what serving needs is kept: the check's rows (every sqlar and objects row) are
         # freed as soon as the report is, before a mount forks its daemon.
-        self.label = cartridge.rows.path
-        self._store = store
-        self._step = limits.chunk_bytes
-        self._pool = pool  # on the pinned file the check read (ConnectionPool.serving)
-        self.tree: Tree = cartridge.tree
+        tree = cartridge.tree
         if with_save:
             files = [e for e in cartridge.tree.entries.values() if not e.is_dir]
             files += [e for e in cartridge.save_tree.entries.values() if not e.is_dir]
             dirs = [p for p, e in cartridge.tree.entries.items() if e.is_dir and p]
             dirs += [p for p, e in cartridge.save_tree.entries.items() if e.is_dir and p]
-            self.tree = build_tree(files, [*dirs, "save"], cartridge.tree.dir_mtime)
+            tree = build_tree(files, [*dirs, "save"], cartridge.tree.dir_mtime)
+        super().__init__(tree, cartridge.rows.path, cache, limits)
+        self._pool = pool  # on the pinned file the check read (ConnectionPool.serving)
 
-    def blob(self, entry: Entry) -> VerifiedBlob:
-        """The verified bytes of `entry` (TamperError/UnverifiableError otherwise)."""
-        return self._store.get(self, entry, self._chunks)
-
-    def read(self, entry: Entry, offset: int, length: int) -> bytes:
-        return self._store.get(self, entry, self._chunks).read(offset, length)
-
-    def _chunks(self, entry: Entry) -> Iterator[bytes]:
+    def _stored_chunks(self, entry: Entry) -> Iterator[bytes]:
         return stored_chunks(self._pool, entry, self._step)
 
-    def close(self) -> None:
-        self._store.forget(self)
+    def _release(self) -> None:
         self._pool.close()
 
 
@@ -134,7 +125,7 @@ def _blob_chunks(
 
 
 def open_source(
-    path: str, trust: TrustContext, store: VerifiedCache, *, min_trust: v.MinTrust = "verified",
+    path: str, trust: TrustContext, cache: VerifiedCache, *, min_trust: v.MinTrust = "verified",
     with_save: bool = False, limits: Limits = DEFAULT_LIMITS,
 ) -> tuple[CartridgeSource, AcxReport]:
     """A source for the cartridge `path` if its verdict meets `min_trust`; UntrustedError
@@ -149,5 +140,5 @@ def open_source(
         pool = ConnectionPool.serving(pin)
     finally:
         pin.close()
-    source = CartridgeSource(report.verified, store, pool, with_save=with_save, limits=limits)
+    source = CartridgeSource(report.verified, cache, pool, with_save=with_save, limits=limits)
     return source, report_of(report)

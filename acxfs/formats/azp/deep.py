@@ -1,7 +1,7 @@
 """`acxfs verify` (not `--quick`) for a package: inflate and hash every listed entry.
 
 Invariant: every payload entry of a package that passed its shallow check is read from the
-file the check used and verified by `acxfs.content.cache.verify_content`; the first mismatch makes
+file the check used and verified by `acxfs.content.rule.verify_content`; the first mismatch makes
 the package tampered and leaves the report without a verified package.  Nothing is served.
 """
 
@@ -11,7 +11,7 @@ import functools
 from typing import BinaryIO
 
 from acxfs import verdict as v
-from acxfs.content.cache import verify_content
+from acxfs.content.rule import verify_content
 from acxfs.errors import TamperError
 from acxfs.formats.azp.check import AzpReport
 from acxfs.formats.azp.source import package_chunks

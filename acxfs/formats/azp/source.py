@@ -15,47 +15,37 @@ from collections.abc import Iterator
 from typing import BinaryIO
 
 from acxfs import verdict as v
-from acxfs.container import Entry, Tree, VerifiedBlob
+from acxfs.container import Entry
 from acxfs.content.cache import VerifiedCache
 from acxfs.errors import EnvironmentProblem, TamperError, UntrustedError
 from acxfs.formats.azp.check import SKILL_ONLY, AzpReport, Package, check_handle, open_package
 from acxfs.formats.azp.manifest import SKILLS_ROOT
 from acxfs.formats.azp.zip import stored_chunks
+from acxfs.formats.base import StoredSource
 from acxfs.limits import DEFAULT_LIMITS, Limits
 from acxfs.trust.policy import TrustContext
 
 
-class AzpSource:
+class AzpSource(StoredSource):
     """Serves one checked package from the open file it was checked through."""
 
     skills_root = SKILLS_ROOT
 
     def __init__(
-        self, package: Package, handle: BinaryIO, store: VerifiedCache,
+        self, package: Package, handle: BinaryIO, cache: VerifiedCache,
         limits: Limits = DEFAULT_LIMITS,
     ) -> None:
-        self.tree: Tree = package.tree
-        self.label = package.path
-        self._store = store
-        self._step = limits.chunk_bytes
+        super().__init__(package.tree, package.path, cache, limits)
         self._handle: BinaryIO | None = handle
         self._offsets = package.offsets
 
-    def blob(self, entry: Entry) -> VerifiedBlob:
-        """The verified bytes of `entry` (TamperError/UnverifiableError otherwise)."""
-        return self._store.get(self, entry, self._chunks)
-
-    def read(self, entry: Entry, offset: int, length: int) -> bytes:
-        return self._store.get(self, entry, self._chunks).read(offset, length)
-
-    def _chunks(self, entry: Entry) -> Iterator[bytes]:
+    def _stored_chunks(self, entry: Entry) -> Iterator[bytes]:
         if self._handle is None:
             raise TamperError(f"{entry.path} is not in this package", entry.path)
         return package_chunks(self._handle.fileno(), self._offsets, entry, self._step,
                               self.label)
 
-    def close(self) -> None:
-        self._store.forget(self)
+    def _release(self) -> None:
         handle, self._handle = self._handle, None
         if handle is not None:
             handle.close()
@@ -76,7 +66,7 @@ def package_chunks(
 
 
 def open_source(
-    path: str, trust: TrustContext, store: VerifiedCache, *, min_trust: v.MinTrust = "verified",
+    path: str, trust: TrustContext, cache: VerifiedCache, *, min_trust: v.MinTrust = "verified",
     with_save: bool = False, limits: Limits = DEFAULT_LIMITS,
 ) -> tuple[AzpSource, AzpReport]:
     """A source for a kind "skill" package whose verdict allows `min_trust`; else UntrustedError.
@@ -95,7 +85,7 @@ def open_source(
                 "incompatible", f"{SKILL_ONLY}; this one is kind {json.dumps(package.kind)}."))
         if not report.verdict.allows(min_trust):
             raise UntrustedError(report.verdict)
-        return AzpSource(package, handle, store, limits), report
+        return AzpSource(package, handle, cache, limits), report
     except BaseException:
         handle.close()
         raise

@@ -179,7 +179,7 @@ FIXED_BUGS = [
              "(acxfs/formats/acx/rows.py read_cartridge)",
              lambda v: "UnicodeDecodeError" in v, repro_schema_name_not_utf8),
     FixedBug("spill-oserror", "an OSError while spilling (disk full) escaped cat/verify --deep "
-             "as a traceback; now one `acxfs: error:` line, exit 2 (acxfs/content/cache.py "
+             "as a traceback; now one `acxfs: error:` line, exit 2 (acxfs/content/rule.py "
              "verify_content)",
              lambda v: "OSError" in v and "No space" in v, repro_spill_oserror),
 ]
