@@ -23,7 +23,8 @@ import pytest
 from acxfs import formats
 from acxfs.container import Source
 from acxfs.content.cache import VerifiedCache
-from acxfs.mount.operations import AcxOperations, FuseOSError, Mounted
+from acxfs.mount.operations import AcxOperations, FuseOSError
+from acxfs.mount.router import Mounted
 from acxfs.trust.store import load_trust
 from tests.support import cartwriter as cw
 from tests.support.demo import DEMO_FILES
@@ -191,7 +192,7 @@ import sys
 from acxfs import formats
 from acxfs.mount import lifecycle
 from acxfs.content.cache import VerifiedCache
-from acxfs.mount.operations import Mounted
+from acxfs.mount.router import Mounted
 from acxfs.trust.store import load_trust
 
 mountpoint, registry, *pairs = sys.argv[1:]

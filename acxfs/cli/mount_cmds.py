@@ -23,7 +23,7 @@ from acxfs.cli.common import (
 from acxfs.content.cache import process_cache
 from acxfs.errors import UntrustedError
 from acxfs.mount import backend, lifecycle, preflight, records
-from acxfs.mount.operations import Mounted
+from acxfs.mount.router import Mounted
 from acxfs.mount.table import live_mounts
 from acxfs.paths import default_log_file
 from acxfs.text import printable

@@ -26,7 +26,8 @@ from acxfs.library.control import ControlClient, ControlServer, Op
 from acxfs.library.state import LibraryState, Revision, load_state
 from acxfs.limits import DEFAULT_LIMITS
 from acxfs.mount import lifecycle
-from acxfs.mount.operations import AcxOperations, Mounted
+from acxfs.mount.operations import AcxOperations
+from acxfs.mount.router import Mounted
 from acxfs.paths import LibraryPaths
 from acxfs.trust.policy import TrustContext
 from acxfs.trust.store import load_trust

@@ -33,9 +33,10 @@ from typing import Any
 from acxfs.content.cache import VerifiedCache
 from acxfs.errors import EnvironmentProblem
 from acxfs.mount import backend as fuse_backend
-from acxfs.mount.operations import AcxOperations, Mounted
+from acxfs.mount.operations import AcxOperations
 from acxfs.mount.preflight import check_mountpoint, remove_made
 from acxfs.mount.records import MountState, clear_state, log_line, read_state, write_state
+from acxfs.mount.router import Mounted
 from acxfs.mount.table import canonical, is_mounted, live_mounts, mount_owner
 
 READY_TIMEOUT = 60.0

@@ -1,18 +1,16 @@
 """The FUSE operations: a protocol adapter from mount paths to verified entries of sources.
 
-One mount serves one or many sources, each under a path prefix (the prefix '' is a mount of
-one source at the mount's root; other prefixes are paths such as `pub/artifact/1.0.0-ab12`,
-whose parent directories are made up here, read-only and empty but for what leads to a
-source).  This module reads no container itself.  Metadata comes from each source's verified
-tree; content comes only from the source's verified reads, which return bytes whose sha256
-matched the signed digest.  A failed check is EIO for that file, recorded once with the
-source it belongs to; every write-type operation is EROFS; an unexpected failure is a logged
-EIO, never a crash of the daemon.
+Which source serves a path is the router's (`acxfs.mount.router`); this module reads no
+container itself.  Metadata comes from each source's verified tree; content comes only from
+the source's verified reads, which return bytes whose sha256 matched the signed digest.  A
+failed check is EIO for that file, recorded once with the source it belongs to; every
+write-type operation is EROFS; an unexpected failure is a logged EIO, never a crash of the
+daemon.
 
 Threading: libfuse calls the operations from many threads at once.  The set of sources is
-replaced whole by `attach` and `detach` (serialised by a lock) and read without one: each
-request works on the set it found when it started, and a source detached meanwhile finishes
-the requests already routed to it.
+replaced whole by `attach` and `detach` (serialised by the router) and read without a lock:
+each request works on the set it found when it started, and a source detached meanwhile
+finishes the requests already routed to it.
 """
 
 from __future__ import annotations
@@ -25,40 +23,24 @@ import stat
 import threading
 import time
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass
 from typing import Any, TypeVar
 
-from acxfs.container import Entry, Source
+from acxfs.container import Entry
 from acxfs.content.cache import VerifiedCache
 from acxfs.errors import TamperError, UnverifiableError
+from acxfs.mount.router import Listing, Mounted, PrefixRouter, Served, route
 from acxfs.mount.threads import pin_current_thread
-from acxfs.verdict import Verdict
 
 F = TypeVar("F", bound=Callable[..., Any])
 BLOCK = 128 * 1024
 DIRECTORY = stat.S_IFDIR | 0o555
-
-Listing = list[tuple[str, dict[str, int] | None, int]]
-
 
 class FuseOSError(OSError):
     """An intended answer to the kernel: both fusepy and mfusepy reply -errno to an OSError."""
 
     def __init__(self, code: int) -> None:
         super().__init__(code, os.strerror(code))
-
-
-@dataclass(frozen=True)
-class Mounted:
-    """One source in a mount: the subtree at tree path `root` of `source`, shown at `prefix`
-    ('' for the mount's root), which passed `verdict`; `label` names it in logs and events."""
-
-    prefix: str
-    source: Source
-    root: str
-    verdict: Verdict
-    label: str
-    min_mtime_ns: int = 0  # files and directories are shown no older than this
 
 
 @dataclass(frozen=True)
@@ -69,47 +51,6 @@ class TamperEvent:
     label: str
     path: str
     reason: str
-
-
-@dataclass
-class _Served:
-    """A mounted source with what was worked out about it (dropped with it at detach)."""
-
-    mounted: Mounted
-    attrs: dict[str, dict[str, int]] = field(default_factory=dict)
-    listings: dict[str, Listing] = field(default_factory=dict)
-    usage: tuple[int, int] | None = None  # (bytes, entries), on first statfs
-
-
-@dataclass(frozen=True)
-class _Layout:
-    """The sources of a mount at one moment, and the directories made up to reach them."""
-
-    served: dict[str, _Served]
-    dirs: dict[str, tuple[str, ...]]  # made-up directory -> its children's names
-    single: _Served | None  # the source mounted at prefix '', which then is the only one
-
-
-def _layout(served: dict[str, _Served]) -> _Layout:
-    children: dict[str, set[str]] = {} if "" in served else {"": set()}
-    for prefix in served:
-        parts = prefix.split("/") if prefix else []
-        for depth in range(len(parts)):
-            children.setdefault("/".join(parts[:depth]), set()).add(parts[depth])
-    dirs = {path: tuple(sorted(names)) for path, names in children.items()}
-    return _Layout(served, dirs, served.get(""))
-
-
-def _route(layout: _Layout, rel: str) -> tuple[_Served, str] | None:
-    """The source whose prefix leads `rel` and the path below it (None: none does)."""
-    if layout.single is not None:
-        return layout.single, rel
-    parts = rel.split("/") if rel else []
-    for depth in range(1, len(parts) + 1):
-        served = layout.served.get("/".join(parts[:depth]))
-        if served is not None:
-            return served, "/".join(parts[depth:])
-    return None
 
 
 def _guard(func: F) -> F:
@@ -129,10 +70,6 @@ def _guard(func: F) -> F:
             raise FuseOSError(errno.EIO) from exc
 
     return wrapper  # type: ignore[return-value]
-
-
-def _valid_prefix(prefix: str) -> bool:
-    return prefix == "" or all(part not in ("", ".", "..") for part in prefix.split("/"))
 
 
 class AcxOperations:
@@ -156,7 +93,7 @@ class AcxOperations:
         self._uid, self._gid = os.getuid(), os.getgid()
         self._made_at = int(time.time())  # the mtime of made-up directories
         self._lock = threading.Lock()
-        self._layout = _layout({})
+        self._router = PrefixRouter()
         self._events: dict[tuple[str, str], TamperEvent] = {}
         for mounted in mounts:
             self.attach(mounted.prefix, mounted)
@@ -168,42 +105,23 @@ class AcxOperations:
     # --- the set of sources ------------------------------------------------------------
 
     def attach(self, prefix: str, mounted: Mounted) -> None:
-        """Serve `mounted` at `prefix` from now on.  ValueError for a prefix that is taken,
-        lies inside or around another one, or is not a relative path of plain names."""
-        prefix = prefix.strip("/")
-        if not _valid_prefix(prefix):
-            raise ValueError(f"not a path prefix: {prefix!r}")
-        with self._lock:
-            served = self._layout.served
-            for other in served:
-                if other == "" or prefix == "" or other == prefix or \
-                        other.startswith(prefix + "/") or prefix.startswith(other + "/"):
-                    raise ValueError(f"prefix {prefix!r} overlaps the mounted {other!r}")
-            if mounted.prefix != prefix:
-                mounted = replace(mounted, prefix=prefix)
-            self._layout = _layout({**served, prefix: _Served(mounted)})
+        """Serve `mounted` at `prefix` from now on (`PrefixRouter.attach`)."""
+        self._router.attach(prefix, mounted)
 
     def detach(self, prefix: str) -> Mounted | None:
-        """Stop serving what is at `prefix`; it is returned (None if nothing was there) for
-        the caller to close once the requests already routed to it are done."""
-        prefix = prefix.strip("/")
-        with self._lock:
-            served = dict(self._layout.served)
-            gone = served.pop(prefix, None)
-            self._layout = _layout(served)
-        return gone.mounted if gone is not None else None
+        """Stop serving what is at `prefix` (`PrefixRouter.detach`)."""
+        return self._router.detach(prefix)
 
     def mounted(self) -> list[Mounted]:
         """What is served now, by prefix."""
-        served = self._layout.served
-        return [served[prefix].mounted for prefix in sorted(served)]
+        return self._router.mounted()
 
     def tamper_events(self) -> list[TamperEvent]:
         """Every file that failed its check since the mount started, in the order found."""
         with self._lock:
             return list(self._events.values())
 
-    def _tampered(self, served: _Served, exc: TamperError) -> None:
+    def _tampered(self, served: Served, exc: TamperError) -> None:
         """Record (and log once) that a file of `served` failed its check."""
         mounted = served.mounted
         path = exc.path or ""
@@ -220,16 +138,16 @@ class AcxOperations:
         self._on_ready()
 
     def destroy(self, path: str) -> None:
-        for served in self._layout.served.values():
+        for served in self._router.layout.served.values():
             served.mounted.source.close()
 
     # --- metadata ----------------------------------------------------------------------
 
-    def _find(self, path: str) -> tuple[_Served | None, Entry]:
+    def _find(self, path: str) -> tuple[Served | None, Entry]:
         """The source serving `path` (None for a made-up directory) and the entry there."""
-        layout = self._layout
+        layout = self._router.layout
         rel = path.strip("/")
-        routed = _route(layout, rel)
+        routed = route(layout, rel)
         if routed is None:
             if rel in layout.dirs:
                 return None, Entry(rel, True, mtime=self._made_at)
@@ -242,7 +160,7 @@ class AcxOperations:
             raise FuseOSError(errno.ENOENT)
         return served, entry
 
-    def _stat(self, served: _Served | None, entry: Entry) -> dict[str, int]:
+    def _stat(self, served: Served | None, entry: Entry) -> dict[str, int]:
         if served is None:
             return self._made_stat(entry)
         cached = served.attrs.get(entry.path)
@@ -276,14 +194,14 @@ class AcxOperations:
     def _made_stat(self, entry: Entry) -> dict[str, int]:
         ns = entry.mtime * 1_000_000_000
         return {
-            "st_mode": DIRECTORY, "st_nlink": 2 + len(self._layout.dirs.get(entry.path, ())),
+            "st_mode": DIRECTORY, "st_nlink": 2 + len(self._router.layout.dirs.get(entry.path, ())),
             "st_size": 0, "st_uid": self._uid, "st_gid": self._gid,
             "st_atime": ns, "st_mtime": ns, "st_ctime": ns, "st_blocks": 0, "st_blksize": BLOCK,
         }
 
-    def _names(self, served: _Served | None, entry: Entry) -> tuple[str, ...]:
+    def _names(self, served: Served | None, entry: Entry) -> tuple[str, ...]:
         if served is None:
-            return self._layout.dirs.get(entry.path, ())
+            return self._router.layout.dirs.get(entry.path, ())
         return served.mounted.source.tree.list(entry.path)
 
     @_guard
@@ -346,7 +264,7 @@ class AcxOperations:
 
     @_guard
     def statfs(self, path: str) -> dict[str, int]:
-        layout = self._layout
+        layout = self._router.layout
         total, count = 0, len(layout.dirs) or 1
         for served in layout.served.values():
             if served.usage is None:  # computed once, not at mount: a source never changes
@@ -365,7 +283,7 @@ class AcxOperations:
 
     # --- extended attributes -----------------------------------------------------------
 
-    def _xattrs(self, served: _Served | None, entry: Entry) -> dict[str, bytes]:
+    def _xattrs(self, served: Served | None, entry: Entry) -> dict[str, bytes]:
         found: dict[str, bytes] = {}
         if served is None:
             if entry.path == "":
@@ -411,7 +329,7 @@ class AcxOperations:
 
     # --- content -----------------------------------------------------------------------
 
-    def _verified(self, served: _Served, entry: Entry, offset: int, size: int) -> bytes:
+    def _verified(self, served: Served, entry: Entry, offset: int, size: int) -> bytes:
         """Verified bytes of `entry`; a failed check is recorded before it is raised."""
         try:
             return served.mounted.source.read(entry, offset, size)
@@ -419,7 +337,7 @@ class AcxOperations:
             self._tampered(served, exc)
             raise
 
-    def _checked(self, served: _Served, entry: Entry) -> None:
+    def _checked(self, served: Served, entry: Entry) -> None:
         """Verify `entry` without reading it; a failed check is recorded before it is raised."""
         try:
             served.mounted.source.blob(entry)
