@@ -1,17 +1,12 @@
-"""The `mount`, `umount` and `status` commands: open and check, choose the view, hand over.
+"""The `mount`, `umount` and `status` commands: parse, call the mount stack, print.
 
-`mount` opens the container through the format table (refused unless its verdict meets
-`--min-trust`), asks `acxfs.views` which subtree to serve, says what the user should know
-about that choice and the verdict, and hands one `MountPlan` to `acxfs.mount.lifecycle`.
+`mount` hands a `MountRequest` to `acxfs.mount.single`, which checks, views and mounts; what
+it says on the way reaches the user through `say`.
 """
-
 from __future__ import annotations
 
 import argparse
-import os
-from pathlib import Path
 
-from acxfs import formats, views
 from acxfs.cli.common import (
     SubParsers,
     add_command,
@@ -20,15 +15,10 @@ from acxfs.cli.common import (
     trust_of,
     trust_options,
 )
-from acxfs.content.cache import process_cache
-from acxfs.errors import UntrustedError
-from acxfs.mount import backend, lifecycle, preflight, records
-from acxfs.mount.router import Mounted
+from acxfs.mount import backend, lifecycle, records
+from acxfs.mount.single import MountRequest, mount_container
 from acxfs.mount.table import live_mounts
-from acxfs.paths import default_log_file
 from acxfs.text import printable
-
-_RETAINED: list[object] = []
 
 
 def add_commands(subs: SubParsers) -> None:
@@ -71,52 +61,12 @@ def add_commands(subs: SubParsers) -> None:
 
 
 def cmd_mount(args: argparse.Namespace) -> int:
-    # Absolute paths: the background daemon leaves the caller's directory (chdir "/").
-    container = os.path.abspath(args.container)
-    log_file = Path(args.log_file).absolute() if args.log_file else default_log_file()
-    preflight.check_side_files(args.mountpoint, [container, *args.registry, *args.trust_key],
-                            log_file, "--log-file" if args.log_file else "the log file")
-    store = process_cache()
-    try:
-        source, report = formats.open_source(container, trust_of(args), store,
-                                             min_trust=args.min_trust, with_save=args.with_save)
-        verdict = report.verdict
-        del report  # the check's rows go with it, before the daemon forks
-    except UntrustedError as exc:
-        records.log_line(log_file, f"refused: {args.container}: {exc.verdict}")
-        raise
-    try:
-        view = views.choose_view(source, args.container, args.mountpoint, skill=args.skill,
-                                 skills=args.skills, root_view=args.root_view)
-        for note in view.notes:
-            say(note)
-        if verdict.status != "verified":
-            warning = f"acxfs: warning: mounting below the default trust: {verdict.line}"
-            if verdict.trust == "legacy" or verdict.unverified:
-                warning += (" (each file is checked against its recorded digest: this catches "
-                            "corruption, not tampering)")
-            say(warning)
-        name = view.name
-        if args.with_save and name == "container":
-            name = "container with the unsigned save/"
-            say("acxfs: warning: save/ is the unsigned SAVE zone; files without a recorded "
-                "digest there cannot be read")
-        elif args.with_save:
-            say(f"acxfs: note: --with-save has no effect on the {name} view (save/ lies "
-                "outside it)")
-        created = preflight.prepare_mountpoint(args.mountpoint, args.backend)
-    except BaseException:
-        source.close()
-        raise
-    plan = lifecycle.MountPlan(
-        args.mountpoint, [Mounted("", source, view.root, verdict, container)], store, name,
-        foreground=args.foreground, log_file=log_file, created=created, backend=args.backend,
-        announce=say)
-    code = lifecycle.mount(plan)
-    # The daemon has its own copy now; keeping this one referenced lets the command exit
-    # without freeing the verified tree object by object (see acxfs.cli.main_entry).
-    _RETAINED.append(source)
-    return code
+    request = MountRequest(
+        args.container, args.mountpoint, min_trust=args.min_trust, skill=args.skill,
+        skills=args.skills, root_view=args.root_view, with_save=args.with_save,
+        foreground=args.foreground, backend=args.backend, log_file=args.log_file,
+        inputs=[*args.registry, *args.trust_key])
+    return mount_container(request, lambda: trust_of(args), say)
 
 
 def cmd_umount(args: argparse.Namespace) -> int:
