@@ -12,11 +12,10 @@ from __future__ import annotations
 
 import re
 import stat
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Literal, NamedTuple, Protocol
 
-from acxfs.signing.keys import PublicKey
 from acxfs.verdict import Verdict
 
 SEGMENT_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
@@ -191,19 +190,3 @@ class Identity:
     def name(self) -> str:
         """`publisher/artifact` for a cartridge, the package id for a package."""
         return self.artifact if self.publisher is None else f"{self.publisher}/{self.artifact}"
-
-
-@dataclass(frozen=True)
-class Format:
-    """One container format: every job the rest of acxfs asks of it.  Each format package
-    exposes one `FORMAT`; `acxfs.formats.FORMATS` lists them."""
-
-    name: str
-    matches: Callable[[bytes], bool]  # from the file's first 16 bytes
-    check: Callable[..., Report]  # (path, trust, *, deep, limits, now): never raises on content
-    open: Callable[..., tuple[Source, Report]]  # (path, trust, store, *, min_trust, ...)
-    describe: Callable[[Report], dict[str, object]]  # inspect's facts, each labelled by trust
-    render: Callable[[Report, dict[str, object]], str]  # the text form of describe
-    signer_key: Callable[[Report, str], PublicKey]  # the verified signer's key (trust add)
-    identity: Callable[[Report], Identity]  # signed facts only (IdentityError otherwise)
-    skills: Callable[[Report], dict[str, str]]  # skill name -> directory in the verified tree

@@ -15,11 +15,12 @@ import datetime as dt
 from pathlib import Path
 
 from acxfs import verdict as v
-from acxfs.container import Format, Identity, Report, Source
+from acxfs.container import Identity, Report, Source
 from acxfs.content.cache import VerifiedCache
 from acxfs.errors import EnvironmentProblem, IdentityError
 from acxfs.formats import acx, azp
 from acxfs.formats.acx.connection import read_head
+from acxfs.formats.base import Format
 from acxfs.limits import DEFAULT_LIMITS, Limits
 from acxfs.signing.keys import PublicKey, load_public_key_file
 from acxfs.trust.policy import TrustContext, valid_publisher

@@ -1,5 +1,12 @@
-"""What every format's source shares: verified bytes through the process's verified cache.
+"""What every format offers: the `Format` protocol, and the base of its verified source.
 
+`Format` is every job the rest of acxfs asks of a container format; each format package
+exposes one object that satisfies it (`FORMAT`), and `acxfs.formats.FORMATS` lists them.  Its
+`open` returns the source together with the report of the one check it ran, so a caller that
+needs the verdict, identity or skills checks a file once.
+
+`StoredSource` is what every format's source shares: verified bytes through the process's
+verified cache.
 A format supplies one thing, `_stored_chunks(entry)`: the entry's stored bytes as its file
 holds them (the only place a format hands stored bytes on), plus `_release` for what its
 source holds open.  `StoredSource` owns the rest of the `Source` seam: `blob` and `read` ask
@@ -12,11 +19,60 @@ Invariant: a `StoredSource` returns no byte that did not come out of the verifie
 from __future__ import annotations
 
 import abc
+import datetime as dt
 from collections.abc import Iterator
+from typing import Protocol
 
-from acxfs.container import Entry, Tree, VerifiedBlob
+from acxfs import verdict as v
+from acxfs.container import Entry, Identity, Report, Source, Tree, VerifiedBlob
 from acxfs.content.cache import VerifiedCache
 from acxfs.limits import Limits
+from acxfs.signing.keys import PublicKey
+from acxfs.trust.policy import TrustContext
+
+
+class Format(Protocol):
+    """One container format (see the module docstring)."""
+
+    @property
+    def name(self) -> str:
+        """The format's name: a store file's suffix, compared only inside `acxfs.formats`."""
+        ...
+
+    def matches(self, head: bytes) -> bool:
+        """Whether the file's first 16 bytes are this format's."""
+        ...
+
+    def check(self, path: str, trust: TrustContext, *, deep: bool, limits: Limits,
+              now: dt.datetime | None) -> Report:
+        """The verdict on `path`: never raises on content (EnvironmentProblem for I/O)."""
+        ...
+
+    def open(self, path: str, trust: TrustContext, cache: VerifiedCache, *,
+             min_trust: v.MinTrust, with_save: bool, limits: Limits) -> tuple[Source, Report]:
+        """A source reading through `cache` and the report of its check, if the verdict
+        meets `min_trust`; UntrustedError otherwise."""
+        ...
+
+    def describe(self, report: Report) -> dict[str, object]:
+        """`inspect`'s facts, each labelled by trust."""
+        ...
+
+    def render(self, report: Report, doc: dict[str, object]) -> str:
+        """The text form of `describe`."""
+        ...
+
+    def signer_key(self, report: Report, keyid: str) -> PublicKey:
+        """The verified signer's key (`trust add`)."""
+        ...
+
+    def identity(self, report: Report) -> Identity:
+        """The signed identity (IdentityError unless verified)."""
+        ...
+
+    def skills(self, report: Report) -> dict[str, str]:
+        """Skill name -> its directory in the verified tree."""
+        ...
 
 
 class StoredSource(abc.ABC):
