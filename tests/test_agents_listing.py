@@ -25,6 +25,7 @@ from tests.support.agent_setup import require, write_skill
 from tests.support.library import home, linked_description, ok, pack
 from tests.support.mounting import acxfs
 
+DOCS = Path(__file__).resolve().parent.parent / "docs" / "library.md"
 LISTING_AGENTS = ["gemini", "opencode", "copilot"]
 ONLY_SHARED = "acxfs-only-agents-dir"  # `--agent agents`: ~/.agents/skills
 ONLY_CLAUDE = "acxfs-only-claude-dir"  # `--agent claude`: ~/.claude/skills
@@ -174,6 +175,36 @@ def test_add_help_shows_every_agent_its_directory_and_what_else_it_reads() -> No
         assert all(f"~/{d}" in rows[a.name] for d in a.also_reads), rows[a.name]
     assert f"~/{CLAUDE}" not in rows["copilot"]
     assert "unproven" in rows["cursor"]
+
+
+def docs_rows() -> dict[str, list[str]]:
+    """NAME -> the cells after the first of its row in the "Agents" table of docs/library.md."""
+    section = DOCS.read_text(encoding="utf-8").split("\n## Agents\n", 1)[1].split("\n## ")[0]
+    rows = {}
+    for line in section.splitlines():
+        cells = [c.strip() for c in line.split("|")[1:-1]]
+        if cells and cells[0].startswith("`") and cells[0] != "`--agent`":
+            rows[cells[0].split()[0].strip("`")] = cells[1:]
+    return rows
+
+
+def test_the_docs_table_is_the_agents_table() -> None:
+    rows = docs_rows()
+    assert list(rows) == ["agents", *(a.name for a in AGENTS)]
+    for a in AGENTS:
+        label, links, also, proven, shared, claude = rows[a.name]
+        assert label == a.label and links == f"`~/{a.directory}`", rows[a.name]
+        assert also == ", ".join(f"`~/{d}`" for d in a.also_reads), rows[a.name]
+        if not a.proven:
+            assert proven.startswith("unproven"), rows[a.name]
+        else:
+            assert (a.version or "version not recorded") in proven, rows[a.name]
+        for column, directory in ((shared, SHARED), (claude, CLAUDE)):
+            said = column.split()[0].strip("*:")
+            if not a.proven:
+                assert said == "documented", rows[a.name]
+            else:
+                assert said == ("yes" if directory in a.reads else "no"), rows[a.name]
 
 
 @pytest.mark.fuse
