@@ -208,6 +208,7 @@ def test_the_docs_table_is_the_agents_table() -> None:
 
 
 @pytest.mark.fuse
+@pytest.mark.slow
 @pytest.mark.usefixtures("library_stops")
 def test_agent_names_link_into_each_agents_own_directory_only(
     tmp_path: Path, local_key: None
