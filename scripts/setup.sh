@@ -21,11 +21,16 @@ PYTHON="${PYTHON:-python3}"
 if command -v pyenv >/dev/null 2>&1; then pyenv rehash >/dev/null 2>&1 || true; fi
 "$PYTHON" -c "import acxfs, fuse, nacl, yaml" >/dev/null
 command -v acxfs >/dev/null || { echo "setup: acxfs is not on PATH" >&2; exit 1; }
-# The real agents the tests run headless against loopback mocks (tests/support/agents.py): the
-# npm packages pinned by tests/agents/package.json and its lock file, installed with `npm ci`
-# under $ACXFS_AGENTS_DIR (default: ~/.cache/acxfs-agents of the user in the password
-# database); skipped when that lock is already installed there. Needs Node.js >= 18.
+# The real agents the tests run (tests/support/agents.py): headless against loopback mocks of
+# their model APIs (Claude Code, Codex), or their own skill listings (Gemini CLI, OpenCode,
+# GitHub Copilot CLI). The npm packages pinned by tests/agents/package.json and its lock file,
+# installed with `npm ci` under $ACXFS_AGENTS_DIR (default: ~/.cache/acxfs-agents of the user
+# in the password database); skipped when that lock is already installed there. Needs
+# Node.js >= 20 (Gemini CLI's floor).
 AGENTS_DIR="${ACXFS_AGENTS_DIR:-$(getent passwd "$(id -un)" | cut -d: -f6)/.cache/acxfs-agents}"
+AGENT_BINS=(.bin/claude .bin/codex .bin/gemini .bin/copilot)
+# OpenCode is pinned as its linux-x64 build (tests/agents/package.json): npm skips it elsewhere
+if [ "$(uname -sm)" = "Linux x86_64" ]; then AGENT_BINS+=(opencode-linux-x64/bin/opencode); fi
 if ! command -v node >/dev/null 2>&1 || ! command -v npm >/dev/null 2>&1; then
   node_pkgs=()
   command -v node >/dev/null 2>&1 || node_pkgs+=(nodejs)
@@ -33,11 +38,16 @@ if ! command -v node >/dev/null 2>&1 || ! command -v npm >/dev/null 2>&1; then
   $SUDO apt-get update -qq
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${node_pkgs[@]}" >/dev/null
 fi
-node -e 'process.exit(Number(process.versions.node.split(".")[0]) >= 18 ? 0 : 1)' \
-  || { echo "setup: Node.js $(node --version) is too old for the test agents (>= 18)" >&2; exit 1; }
-if ! cmp -s tests/agents/package-lock.json "$AGENTS_DIR/.installed-lock.json" \
-   || [ ! -x "$AGENTS_DIR/node_modules/.bin/claude" ] || [ ! -x "$AGENTS_DIR/node_modules/.bin/codex" ]; then
-  rm -rf "$AGENTS_DIR/node_modules" "$AGENTS_DIR/.installed-lock.json"
+node -e 'process.exit(Number(process.versions.node.split(".")[0]) >= 20 ? 0 : 1)' \
+  || { echo "setup: Node.js $(node --version) is too old for the test agents (>= 20)" >&2; exit 1; }
+installed=1
+cmp -s tests/agents/package-lock.json "$AGENTS_DIR/.installed-lock.json" || installed=0
+for bin in "${AGENT_BINS[@]}"; do
+  [ -x "$AGENTS_DIR/node_modules/$bin" ] || installed=0
+done
+if [ "$installed" -eq 0 ]; then
+  # copilot-cache: where the tests let Copilot CLI unpack itself (COPILOT_PKG_CACHE_HOME)
+  rm -rf "$AGENTS_DIR/node_modules" "$AGENTS_DIR/.installed-lock.json" "$AGENTS_DIR/copilot-cache"
   mkdir -p "$AGENTS_DIR"
   cp tests/agents/package.json tests/agents/package-lock.json "$AGENTS_DIR/"
   if ! (cd "$AGENTS_DIR" && npm ci --no-audit --no-fund --loglevel=error >npm-ci.log 2>&1); then
@@ -45,7 +55,14 @@ if ! cmp -s tests/agents/package-lock.json "$AGENTS_DIR/.installed-lock.json" \
     echo "setup: npm ci of the test agents failed in $AGENTS_DIR" >&2
     exit 1
   fi
-  "$AGENTS_DIR/node_modules/.bin/claude" --version >/dev/null
-  "$AGENTS_DIR/node_modules/.bin/codex" --version >/dev/null
+  # Each binary runs once (in a scratch HOME; Copilot CLI unpacks itself where the tests expect)
+  for bin in "${AGENT_BINS[@]}"; do
+    if ! COPILOT_PKG_CACHE_HOME="$AGENTS_DIR/copilot-cache" COPILOT_AUTO_UPDATE=false \
+         HOME="$AGENTS_DIR/smoke-home" "$AGENTS_DIR/node_modules/$bin" --version >/dev/null; then
+      echo "setup: $AGENTS_DIR/node_modules/$bin --version failed" >&2
+      exit 1
+    fi
+  done
+  rm -rf "$AGENTS_DIR/smoke-home"
   cp tests/agents/package-lock.json "$AGENTS_DIR/.installed-lock.json"
 fi

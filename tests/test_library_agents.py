@@ -24,15 +24,22 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import pytest
-import yaml
 
 from tests.conftest import CliResult
 from tests.support import agents
 from tests.support.agent_setup import require, write_skill
-from tests.support.library import agent_dirs, data_dir, home, listing, ok
+from tests.support.library import (
+    agent_dirs,
+    data_dir,
+    frontmatter,
+    home,
+    linked_description,
+    listing,
+    ok,
+    pack,
+)
 from tests.support.mounting import acxfs
 
 pytestmark = [pytest.mark.fuse, pytest.mark.usefixtures("library_stops")]
@@ -51,36 +58,6 @@ ABSENT = "acxfs-probe-not-added"  # packed, trusted, never added: no agent may l
 BULK = 200
 FD_BOUND = BULK + 64 + 32  # one per bundle at most, plus the process's own, plus slack
 POLL_WAIT = 4.5  # seconds: two of Claude Code's 2 s stat polls of its skill directories
-
-
-def frontmatter(text: str) -> dict[str, Any]:
-    """The YAML frontmatter of a SKILL.md."""
-    head, sep, _ = text.removeprefix("---\n").partition("\n---")
-    assert text.startswith("---\n") and sep, text[:200]
-    loaded = yaml.safe_load(head)
-    assert isinstance(loaded, dict)
-    return loaded
-
-
-def linked_description(agent_dir: Path, name: str) -> str:
-    """The description of skill ``name`` as its SKILL.md reads through the link in
-    ``agent_dir`` (that is, from the library daemon)."""
-    link = agent_dir / name
-    assert link.is_symlink(), link
-    meta = frontmatter((link / "SKILL.md").read_text(encoding="utf-8"))
-    assert meta["name"] == name
-    return str(meta["description"])
-
-
-def pack(skill: Path, out: Path, *, version: str = "1.0.0", epoch: int | None = None) -> Path:
-    """`acxfs pack` of one skill directory with the local key; ``epoch``: SOURCE_DATE_EPOCH
-    (the mtime every file of the cartridge gets)."""
-    env = dict(os.environ)
-    if epoch is not None:
-        env["SOURCE_DATE_EPOCH"] = str(epoch)
-    ok(acxfs("pack", skill, "-o", out, "--publisher", PUBLISHER, "--version", version,
-             env=env))
-    return out
 
 
 @pytest.fixture

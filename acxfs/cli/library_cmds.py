@@ -10,22 +10,21 @@ import argparse
 import json
 
 from acxfs.cli.common import SubParsers, add_command, say
-from acxfs.library.agents import AGENTS, agent_names
+from acxfs.library.agents import agent_names, help_table
 from acxfs.library.manager import Library
 from acxfs.library.report import describe_library, render_library
-
-_AGENT_HELP = "; ".join(f"{a.name}: ~/{a.directory}" for a in AGENTS)
 
 
 def add_commands(subs: SubParsers) -> None:
     p = add_command(
         subs, "add", "install signed bundles into the skills library, for every agent",
         "acxfs add research.acx                  # ~/.agents/skills and ~/.claude/skills\n"
-        "  acxfs add tools.acx --agent codex       # ~/.codex/skills only", cmd_add)
+        "  acxfs add tools.acx --agent gemini      # ~/.gemini/skills only", cmd_add)
+    p.epilog = f"{p.epilog}\n\n{help_table()}"
     p.add_argument("bundles", nargs="+", metavar="BUNDLE", help="an .acx cartridge or .azp package")
     p.add_argument("--agent", action="append", choices=agent_names(), metavar="NAME",
-                   help=f"link for this agent only (repeatable; default: agents and claude). "
-                   f"{_AGENT_HELP}")
+                   help="link into this agent's own skill directory only (repeatable; "
+                   "default: agents and claude; the table below)")
     p.add_argument("--allow-downgrade", action="store_true",
                    help="install a version below the highest one ever installed, or another "
                    "release under a version number already installed")

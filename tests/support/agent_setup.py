@@ -27,7 +27,7 @@ def require(agent: str) -> None:
     """The pinned ``agent`` and the loopback-only namespace must be usable."""
     problem = agents.agent_problem(agent)
     if problem:
-        binary = agents.agents_dir() / "node_modules" / ".bin" / agent
+        binary = agents.binary_path(agent)
         if os.environ.get("CI") != "true" and not binary.exists():
             pytest.skip(problem)
         pytest.fail(problem)

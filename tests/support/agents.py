@@ -1,4 +1,5 @@
-"""Real coding agents, run headless against loopback mocks of their model APIs.
+"""Real coding agents, run headless against loopback mocks of their model APIs, or asked for
+their own skill listing.
 
 Invariant: an agent run here reaches nothing but its mock. It runs in a network namespace of its
 own that has only loopback (``unshare -n``, then loopback brought up); every proxy variable
@@ -25,9 +26,17 @@ What the agents send, where the skills are:
   ``- <name>: <description> (file: r0/<name>/SKILL.md)`` line per skill, its system skills
   (``~/.codex/skills/.system``) included.
 
+Their own skill listings (no model request; ``listed_skills``): ``gemini skills list`` (text:
+``<name> [Enabled]`` then indented ``Description:`` and ``Location:`` lines, built-in skills
+hidden), ``opencode debug skill`` (JSON: name, description, location, content; a built-in's
+location is ``<built-in>``) and ``copilot skill list --json`` (JSON: name, description,
+source, path, enabled; a built-in's source is ``builtin``). What each of them needs to list
+offline is in ``listing_env``.
+
 The agents are the pinned npm packages of ``tests/agents/package.json``, installed by
 ``scripts/setup.sh`` under ``$ACXFS_AGENTS_DIR`` (default ``~/.cache/acxfs-agents`` of the
-user in the password database).
+user in the password database). OpenCode is its linux-x64 build, whose binary is not in
+``node_modules/.bin``.
 
 Run as a script (``python3 agents.py relay SOCKET TIMEOUT -- ARGV...``) this file is the relay
 inside the namespace; that mode uses the standard library only.
@@ -62,7 +71,10 @@ PINS = REPO / "tests" / "agents" / "package.json"
 PORT_TOKEN = "@PORT@"  # replaced by the relay with its loopback port, in argv and environment
 CLOSED_PROXY = "http://127.0.0.1:9"  # nothing listens there inside the namespace
 RUN_TIMEOUT = 60.0  # seconds for one agent run
-PACKAGES = {"claude": "@anthropic-ai/claude-code", "codex": "@openai/codex"}
+PACKAGES = {"claude": "@anthropic-ai/claude-code", "codex": "@openai/codex",
+            "gemini": "@google/gemini-cli", "opencode": "opencode-linux-x64",
+            "copilot": "@github/copilot"}
+BINARIES = {"opencode": "opencode-linux-x64/bin/opencode"}  # below node_modules; else .bin/NAME
 
 
 # --- the agents ---------------------------------------------------------------------------------
@@ -79,15 +91,22 @@ def agents_dir() -> Path:
 
 
 def pinned_version(agent: str) -> str:
-    """The version tests/agents/package.json pins for ``agent`` (``claude`` or ``codex``)."""
+    """The version tests/agents/package.json pins for ``agent`` (a key of PACKAGES)."""
     pins = json.loads(PINS.read_text(encoding="utf-8"))
-    return str(pins["dependencies"][PACKAGES[agent]])
+    pinned = pins["dependencies"] | pins.get("optionalDependencies", {})
+    return str(pinned[PACKAGES[agent]])
+
+
+def binary_path(agent: str, base: Path | None = None) -> Path:
+    """Where the pinned ``agent``'s binary is installed (whether it is there or not)."""
+    base = agents_dir() if base is None else base
+    return base / "node_modules" / BINARIES.get(agent, f".bin/{agent}")
 
 
 def agent_problem(agent: str, base: Path | None = None) -> str:
     """Why the pinned ``agent`` cannot run from ``base`` ('' when it can)."""
     base = agents_dir() if base is None else base
-    binary = base / "node_modules" / ".bin" / agent
+    binary = binary_path(agent, base)
     if not binary.exists():
         return f"{binary} is missing: run scripts/setup.sh"
     meta = base / "node_modules" / PACKAGES[agent] / "package.json"
@@ -103,7 +122,7 @@ def agent_binary(agent: str, base: Path | None = None) -> Path:
     problem = agent_problem(agent, base)
     if problem:
         raise RuntimeError(problem)
-    return (agents_dir() if base is None else base) / "node_modules" / ".bin" / agent
+    return binary_path(agent, base)
 
 
 # --- what the mocks record and answer -----------------------------------------------------------
@@ -631,6 +650,120 @@ def codex_skills(home: Path, cwd: Path, *, prompt: str = "hello", args: Sequence
     """Run ``codex exec`` once; the (name, description) skills of its first request."""
     return codex_skills_in(codex_first_request(home, cwd, prompt=prompt, args=args,
                                                timeout=timeout).body)
+
+
+# --- the agents' own skill listings -------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Listed:
+    """One skill an agent's own listing names."""
+
+    name: str
+    description: str
+    directory: str  # the skill's directory as the agent names it ('' for a built-in skill)
+
+    @property
+    def builtin(self) -> bool:
+        return not self.directory
+
+
+LISTING_ARGS = {
+    "gemini": ["skills", "list"],
+    "opencode": ["debug", "skill"],
+    "copilot": ["skill", "list", "--json"],
+}
+
+# Gemini CLI sends usage statistics at start (the one connection a listing attempted); the
+# auto-update and its notice are turned off as well, in its user settings file.
+GEMINI_SETTINGS = {
+    "privacy": {"usageStatisticsEnabled": False},
+    "general": {"enableAutoUpdate": False, "enableAutoUpdateNotification": False},
+}
+
+
+def listing_env(agent: str, home: Path) -> dict[str, str]:
+    """The environment ``agent`` lists its skills with. None of them needs a key, an account or
+    a model to list skills; what is set here only keeps them from reaching for the network."""
+    env = _base_env(home)
+    if agent == "opencode":
+        # It fetches the models.dev catalog at start (the one connection a listing attempted);
+        # no self-update either.
+        env |= {"OPENCODE_DISABLE_MODELS_FETCH": "1", "OPENCODE_DISABLE_AUTOUPDATE": "1"}
+    elif agent == "copilot":
+        # Offline mode and no self-update; it unpacks its 235 MB application into its package
+        # cache at every first start, so that cache is the one scripts/setup.sh filled, not
+        # one per test HOME.
+        env |= {"COPILOT_OFFLINE": "true", "COPILOT_AUTO_UPDATE": "false",
+                "COPILOT_PKG_CACHE_HOME": str(agents_dir() / "copilot-cache")}
+    return env
+
+
+def _prepare(agent: str, home: Path) -> None:
+    if agent == "gemini":
+        settings = home / ".gemini" / "settings.json"
+        if not settings.exists():
+            settings.parent.mkdir(parents=True, exist_ok=True)
+            settings.write_text(json.dumps(GEMINI_SETTINGS, indent=2) + "\n", encoding="utf-8")
+
+
+def _skill_dir(location: str) -> str:
+    return location.removesuffix("/SKILL.md")
+
+
+def gemini_listed(text: str) -> list[Listed]:
+    """The skills of ``gemini skills list``: a ``<name> [Enabled]`` line, then the indented
+    ``Description:`` (continued by indented lines) and ``Location:`` of its SKILL.md."""
+    found: list[Listed] = []
+    name, description, location = "", "", ""
+    for line in [*text.splitlines(), ""]:
+        head = re.match(r"^(\S+) \[(?:Enabled|Disabled)\]$", line)
+        if head or not line.strip():
+            if name:
+                found.append(Listed(name, description, _skill_dir(location)))
+            name, description, location = (head.group(1) if head else ""), "", ""
+        elif name and line.startswith("  Description: "):
+            description = line.removeprefix("  Description: ")
+        elif name and line.startswith("  Location:"):
+            location = line.removeprefix("  Location:").strip()
+        elif name and line.startswith("  ") and not location:
+            description += "\n" + line.strip()
+    return found
+
+
+def opencode_listed(text: str) -> list[Listed]:
+    """The skills of ``opencode debug skill`` (a JSON list)."""
+    return [Listed(str(e["name"]), str(e["description"]),
+                   "" if e["location"] == "<built-in>" else _skill_dir(str(e["location"])))
+            for e in json.loads(text)]
+
+
+def copilot_listed(text: str) -> list[Listed]:
+    """The skills of ``copilot skill list --json`` (a JSON list)."""
+    return [Listed(str(e["name"]), str(e["description"]),
+                   "" if e["source"] == "builtin" else str(e["path"]))
+            for e in json.loads(text)]
+
+
+PARSERS = {"gemini": gemini_listed, "opencode": opencode_listed, "copilot": copilot_listed}
+
+
+def listed_skills(agent: str, home: Path, cwd: Path, *,
+                  timeout: float = RUN_TIMEOUT) -> list[Listed]:
+    """Run ``agent``'s own skill listing once with HOME=home in cwd, in the loopback-only
+    namespace (its one port a mock that answers nothing but 404); the skills it lists, in its
+    order. AssertionError (with its output) when it fails or its output does not parse."""
+    _prepare(agent, home)
+    argv = [str(agent_binary(agent)), *LISTING_ARGS[agent]]
+    with MockAPI() as mock:
+        run = start_agent(argv, listing_env(agent, home), cwd, mock, timeout=timeout)
+        code = run.wait()
+    if code != 0:
+        raise AssertionError(f"{agent} failed: {run.describe()}")
+    try:
+        return PARSERS[agent](run.stdout)
+    except (ValueError, KeyError, TypeError) as e:
+        raise AssertionError(f"{agent}'s listing does not parse ({e}): {run.describe()}") from e
 
 
 # --- the relay, inside the namespace ------------------------------------------------------------

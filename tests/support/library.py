@@ -4,7 +4,8 @@ command's answers, and the library taken down after a test.
 Invariant: every path here is computed from ``$HOME`` at the moment of the call (conftest's
 isolated HOME of the running test), never cached; `stop_library` always runs `acxfs down`,
 then detaches any acxfs mount still under HOME and fails the test if there was one; `ok` and
-`listing` fail the test on a non-zero exit and show the command, its stdout and its stderr.
+`listing` fail the test on a non-zero exit and show the command, its stdout and its stderr;
+`linked_description` reads a skill's SKILL.md through the link an agent would follow.
 """
 
 from __future__ import annotations
@@ -15,6 +16,9 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
+import yaml
+
+from tests.support.demo import PUBLISHER
 from tests.support.mounting import acxfs, acxfs_mounts_under, force_cleanup
 
 
@@ -53,3 +57,33 @@ def stop_library() -> None:
     for mountpoint in left:
         force_cleanup(mountpoint)
     assert not left, f"library mounts left behind: {left}"
+
+
+def pack(skill: Path, out: Path, *, version: str = "1.0.0", epoch: int | None = None) -> Path:
+    """`acxfs pack` of one skill directory with the local key (PUBLISHER); ``epoch``:
+    SOURCE_DATE_EPOCH (the mtime every file of the cartridge gets)."""
+    env = dict(os.environ)
+    if epoch is not None:
+        env["SOURCE_DATE_EPOCH"] = str(epoch)
+    ok(acxfs("pack", skill, "-o", out, "--publisher", PUBLISHER, "--version", version,
+             env=env))
+    return out
+
+
+def frontmatter(text: str) -> dict[str, Any]:
+    """The YAML frontmatter of a SKILL.md."""
+    head, sep, _ = text.removeprefix("---\n").partition("\n---")
+    assert text.startswith("---\n") and sep, text[:200]
+    loaded = yaml.safe_load(head)
+    assert isinstance(loaded, dict)
+    return loaded
+
+
+def linked_description(agent_dir: Path, name: str) -> str:
+    """The description of skill ``name`` as its SKILL.md reads through the link in
+    ``agent_dir`` (that is, from the library daemon)."""
+    link = agent_dir / name
+    assert link.is_symlink(), link
+    meta = frontmatter((link / "SKILL.md").read_text(encoding="utf-8"))
+    assert meta["name"] == name
+    return str(meta["description"])
