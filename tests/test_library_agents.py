@@ -29,11 +29,11 @@ from typing import Any
 import pytest
 import yaml
 
+from scripts.mounting import acxfs
 from tests.conftest import CliResult
 from tests.support import agents
 from tests.support.agent_setup import require, write_skill
 from tests.support.library import agent_dirs, data_dir, home, listing, ok
-from tests.support.mounting import acxfs
 
 pytestmark = [pytest.mark.fuse, pytest.mark.usefixtures("library_stops")]
 

@@ -15,7 +15,7 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
-from tests.support.mounting import acxfs, acxfs_mounts_under, force_cleanup
+from scripts.mounting import acxfs, acxfs_mounts_under, force_cleanup
 
 
 def home() -> Path:

@@ -14,16 +14,16 @@ in-process), `invariant`, `repro` (fixed bugs), `pool` (worker processes of the 
 
 from __future__ import annotations
 
-from tests.support.hostile.bases import Base, Chooser, RandomChooser, build_bases, chooser_for
-from tests.support.hostile.invariant import Result, check_mount, check_mutant
-from tests.support.hostile.mutators import (
+from scripts.hostile.bases import Base, Chooser, RandomChooser, build_bases, chooser_for
+from scripts.hostile.invariant import Result, check_mount, check_mutant
+from scripts.hostile.mutators import (
     MUTATOR_NAMES,
     MUTATORS,
     Mutant,
     choose_mutators,
     make_mutant,
 )
-from tests.support.hostile.repro import (
+from scripts.hostile.repro import (
     FIXED_BUGS,
     FixedBug,
     classify,
@@ -37,7 +37,7 @@ from tests.support.hostile.repro import (
     repro_untrusted_text_printed,
     unknown_violations,
 )
-from tests.support.hostile.running import Run, run_main
+from scripts.hostile.running import Run, run_main
 
 __all__ = [
     "FIXED_BUGS",

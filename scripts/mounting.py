@@ -1,4 +1,5 @@
-"""Real mounts through the `acxfs` command, for tests: mount, check it is live, always unmount.
+"""Real mounts through the `acxfs` command, for tests and the robustness scripts: mount, check
+it is live, always unmount.
 
 `mounted()` runs `acxfs mount` as a subprocess (in the test's environment, so with its isolated
 trust and state directories), checks that the mount is live the moment the command returns,

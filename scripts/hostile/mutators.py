@@ -23,8 +23,8 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from tests.support import cartwriter as cw
-from tests.support.hostile.bases import ATTACKER, PUBLISHER, SIGNER, SKILL_MD, Base, Chooser
+from scripts import cartwriter as cw
+from scripts.hostile.bases import ATTACKER, PUBLISHER, SIGNER, SKILL_MD, Base, Chooser
 
 # ============================================================================ mutations
 

@@ -24,10 +24,10 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-from tests.support import cartwriter as cw
-from tests.support import mounting
-from tests.support.hostile.bases import PUBLISHER
-from tests.support.hostile.bases import SIGNER as SIGNER  # the cartridge signer, for callers
+from scripts import cartwriter as cw
+from scripts import mounting
+from scripts.hostile.bases import PUBLISHER
+from scripts.hostile.bases import SIGNER as SIGNER  # the cartridge signer, for callers
 
 SPILL_BYTES = 8 * 1024 * 1024
 RSS_MARGIN = 96 * 1024 * 1024  # interpreter, SQLite page caches, FUSE buffers, fragmentation

@@ -1,4 +1,4 @@
-"""An independent, test-only writer of ACX 0.1 cartridges.
+"""An independent writer of ACX 0.1 cartridges, for the tests and the fuzzer.
 
 Written from the ACX 0.1 format contract with the standard library and PyNaCl only. It
 never imports ``acxfs``: it is a second implementation of the format, used to check acxfs.

@@ -18,11 +18,11 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from tests.support import cartwriter as cw
-from tests.support.hostile.bases import PUBLISHER, SIGNER
-from tests.support.hostile.invariant import CONTROL_RE, Result
-from tests.support.hostile.mutators import rebuild_without_pk
-from tests.support.hostile.running import run_main
+from scripts import cartwriter as cw
+from scripts.hostile.bases import PUBLISHER, SIGNER
+from scripts.hostile.invariant import CONTROL_RE, Result
+from scripts.hostile.mutators import rebuild_without_pk
+from scripts.hostile.running import run_main
 
 
 @dataclasses.dataclass(frozen=True)
