@@ -21,7 +21,7 @@ from typing import Any
 import pytest
 
 from scripts import cartwriter as cw
-from scripts.hostile.mutators import rebuild_without_pk
+from scripts.hostile.mutate_rows import rebuild_without_pk
 from scripts.mounting import mounted
 from tests.support.demo import DEMO_FILES, PUBLISHER
 

@@ -26,7 +26,7 @@ from pathlib import Path
 
 from scripts import mounting
 from scripts.hostile.bases import Base
-from scripts.hostile.mutators import Mutant
+from scripts.hostile.mutant import Mutant
 from scripts.hostile.running import Run, run_main
 
 ALLOWED_CODES = frozenset({0, 3, 4, 5, 6})

@@ -21,7 +21,7 @@ from typing import Any
 from scripts import cartwriter as cw
 from scripts.hostile.bases import PUBLISHER, SIGNER
 from scripts.hostile.invariant import CONTROL_RE, Result
-from scripts.hostile.mutators import rebuild_without_pk
+from scripts.hostile.mutate_rows import rebuild_without_pk
 from scripts.hostile.running import run_main
 
 
