@@ -36,7 +36,9 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
-from scripts.bench import Cell, status_kib, tool, try_drop_caches
+from scripts.bench.results import Cell
+from scripts.bench.system import tool, try_drop_caches
+from scripts.liveness import status_kib
 
 REPO = Path(__file__).resolve().parent.parent
 PUBLISHER = "io.github.bench"
