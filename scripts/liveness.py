@@ -48,7 +48,7 @@ def pid_alive(pid: int) -> bool:
     return False
 
 
-def _other_pids() -> list[int]:
+def other_pids() -> list[int]:
     """Every process in /proc but this one."""
     return [int(name) for name in os.listdir("/proc")
             if name.isdigit() and int(name) != os.getpid()]
@@ -63,7 +63,7 @@ def _argv(pid: int) -> list[bytes]:
 def processes_mentioning(text: str) -> list[int]:
     """Pids of live processes (other than this one) whose command line contains `text`."""
     found = []
-    for pid in _other_pids():
+    for pid in other_pids():
         try:
             cmdline = b" ".join(_argv(pid)).decode(errors="replace")
         except OSError:
@@ -79,7 +79,7 @@ def daemon_pid_from_argv(mountpoint: Path | str) -> int | None:
     daemon, where `scripts.mounting.daemon_pid` asks acxfs."""
     target = os.fsencode(mountpoint)
     best: tuple[int, int] | None = None
-    for pid in _other_pids():
+    for pid in other_pids():
         try:
             args = _argv(pid)
         except OSError:
