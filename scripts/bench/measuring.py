@@ -40,15 +40,23 @@ def not_applicable(rows: Sequence[Row], peer: Peer, why: str = "n/a") -> None:
         row.cells[peer.name] = Cell(note=f"absent: {peer.absent}" if peer.absent else why)
 
 
-def cold_and_warm(ctx: Context, peer: Peer, ds: Dataset, op: Op) -> tuple[list[float],
-                                                                          list[float]]:
-    """`cold_reps` fresh mounts (page cache dropped first), each followed by warm repeats."""
+def warm_per_mount(ctx: Context) -> int:
+    """Warm repeats on each fresh mount, so that all mounts together give `warm_reps`."""
+    return max(1, math.ceil(ctx.cfg.warm_reps / ctx.cfg.cold_reps))
+
+
+def cold_and_warm(ctx: Context, peer: Peer, ds: Dataset, op: Op,
+                  after: Callable[[Mount], None] | None = None) -> tuple[list[float],
+                                                                         list[float]]:
+    """`cold_reps` fresh mounts (page cache dropped first), each followed by warm repeats;
+    `after` sees each mount once its runs are done, before it is unmounted."""
     cold: list[float] = []
     warm: list[float] = []
-    per_mount = max(1, math.ceil(ctx.cfg.warm_reps / ctx.cfg.cold_reps))
     for _ in range(ctx.cfg.cold_reps):
         with peer.mounted(ds, cold=True) as mount:
             cold.append(op(mount))
-            for _ in range(per_mount):
+            for _ in range(warm_per_mount(ctx)):
                 warm.append(op(mount))
+            if after is not None:
+                after(mount)
     return cold, warm

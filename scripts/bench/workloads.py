@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import functools
 import json
-import math
 import os
 from collections.abc import Callable
 
@@ -17,7 +16,7 @@ from scripts.bench.config import MiB
 from scripts.bench.context import Context
 from scripts.bench.datasets import Dataset, Datasets, count_label
 from scripts.bench.floor import inflate_and_hash, inflate_floor
-from scripts.bench.measuring import Op, cold_and_warm, not_applicable, record
+from scripts.bench.measuring import Op, cold_and_warm, not_applicable, record, warm_per_mount
 from scripts.bench.peers import AcxfsPeer, ExtractPeer, Mount, NullPeer, Peer, PlainPeer
 from scripts.bench.results import Cell
 from scripts.bench.system import peak_rss_mib, timed_command, tool, try_drop_caches
@@ -143,7 +142,7 @@ def big_runs(ctx: Context, peer: Peer, ds: Dataset, rel: str) -> list[list[float
     rand: list[float] = []
     rss: list[float] = []
     mib = ctx.cfg.big_mib
-    per_mount = max(1, math.ceil(ctx.cfg.warm_reps / ctx.cfg.cold_reps))
+    per_mount = warm_per_mount(ctx)
 
     def note_rss(mount: Mount) -> None:
         peak = peak_rss_mib(mount.pid)
@@ -196,17 +195,14 @@ def wl_alternate(ctx: Context, peers: list[Peer], data: Datasets) -> None:
 
 
 def acxfs_alternate(ctx: Context, peer: Peer, ds: Dataset, op: Op) -> list[list[float]]:
-    cold: list[float] = []
-    warm: list[float] = []
+    """Cold and warm runs, and the daemon's inflation counter after each mount's runs."""
     counts: list[float] = []
-    per_mount = max(1, math.ceil(ctx.cfg.warm_reps / ctx.cfg.cold_reps))
-    for _ in range(ctx.cfg.cold_reps):
-        with peer.mounted(ds, cold=True) as mount:
-            cold.append(op(mount))
-            for _ in range(per_mount):
-                warm.append(op(mount))
-            stats = json.loads(os.getxattr(mount.root, "user.acx.stats"))
-            counts.append(float(stats["blobs_inflated"]))
+
+    def count_inflations(mount: Mount) -> None:
+        stats = json.loads(os.getxattr(mount.root, "user.acx.stats"))
+        counts.append(float(stats["blobs_inflated"]))
+
+    cold, warm = cold_and_warm(ctx, peer, ds, op, after=count_inflations)
     return [cold, warm, counts]
 
 
