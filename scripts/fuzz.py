@@ -1,9 +1,9 @@
 """Mutation fuzzing of acxfs: hostile variants of validly signed cartridges.
 
 Each mutant starts as a copy of a valid signed cartridge (written by the independent test
-writer `tests/support/cartwriter.py`, or one of the real fixtures of `tests/fixtures/real/`) and
-receives one to three mutations (`tests/support/hostile/mutators.py`). Every mutant must keep
-the invariant of `tests/support/hostile/invariant.py`: a verdict line and an allowed exit code
+writer `scripts/cartwriter.py`, or one of the real fixtures of `tests/fixtures/real/`) and
+receives one to three mutations (`scripts/hostile/mutators.py`). Every mutant must keep
+the invariant of `scripts/hostile/invariant.py`: a verdict line and an allowed exit code
 from `verify`, `verify --deep` and `inspect` (each mutant in a worker process killed after a
 timeout), never a traceback, a hang or a terminal control character taken from the file; when
 `verify` accepts, `cat` of every file prints exactly the original signed bytes or fails with
@@ -18,7 +18,7 @@ Usage, from the repository root:
 Prints counts per outcome and the time; the JSON summary holds the same and every violation
 (with the seed and index that replay it). Exit status 1 when any violation was found.
 
-The reproducers of the acxfs bugs this fuzzer found (`tests/support/hostile/repro.py`, all
+The reproducers of the acxfs bugs this fuzzer found (`scripts/hostile/repro.py`, all
 fixed) run first as regression checks; a violation that matches a regressed one is labelled
 with it, and still counts.
 """
@@ -40,10 +40,10 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from tests.support.hostile.bases import Base, build_bases
-from tests.support.hostile.invariant import Result, check_mount
-from tests.support.hostile.pool import Pool, run_one
-from tests.support.hostile.repro import FIXED_BUGS, classify, regressed_bugs
+from scripts.hostile.bases import Base, build_bases
+from scripts.hostile.invariant import Result, check_mount
+from scripts.hostile.pool import Pool, run_one
+from scripts.hostile.repro import FIXED_BUGS, classify, regressed_bugs
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -9,7 +9,7 @@ errors (must be 0), mismatched bytes (must be 0), and the daemon's RSS (VmRSS fr
 /proc/<pid>/status, the pid from `acxfs status`) at start and end, its peak, and whether the
 growth stays within the content cache bound (Limits.cache_bytes) plus a margin.
 
-The load generator is `tests/support/hostile/load.py`; this is its command line.
+The load generator is `scripts/hostile/load.py`; this is its command line.
 
 Usage, from the repository root:
   python -m scripts.stress --files 10000 --seconds 60 --json stress-summary.json
@@ -28,7 +28,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from tests.support.hostile.load import SIGNER, build_cartridge, stress
+from scripts.hostile.load import SIGNER, build_cartridge, stress
 
 
 def main(argv: list[str] | None = None) -> int:

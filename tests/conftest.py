@@ -11,10 +11,10 @@ from typing import Any, NamedTuple
 
 import pytest
 
+from scripts import cartwriter as cw
+from scripts.mounting import acxfs
 from tests.support import attacker, library
-from tests.support import cartwriter as cw
 from tests.support.demo import DEMO_CAPABILITIES, DEMO_FILES, DEMO_MEMORIES, PUBLISHER
-from tests.support.mounting import acxfs
 
 _DEFAULT: Any = object()
 
@@ -149,7 +149,7 @@ def fuse_available(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[N
             pytest.fail("/dev/fuse is missing, and CI=true: the FUSE mount tests must run in CI")
         pytest.skip("/dev/fuse is absent: FUSE mount tests need it")
     yield
-    from tests.support.mounting import acxfs_mounts_under, force_cleanup
+    from scripts.mounting import acxfs_mounts_under, force_cleanup
 
     left = acxfs_mounts_under(tmp_path)
     for mountpoint in left:

@@ -24,10 +24,10 @@ from pathlib import Path
 
 import pytest
 
+from scripts import cartwriter as cw
+from scripts.mounting import acxfs, mounted, pid_alive, run, wait_for
 from tests.support import agents
-from tests.support import cartwriter as cw
 from tests.support.agent_setup import require, write_skill
-from tests.support.mounting import acxfs, mounted, pid_alive, run, wait_for
 
 PUBLISHER = "io.github.example"
 

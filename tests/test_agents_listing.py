@@ -20,10 +20,10 @@ from pathlib import Path
 import pytest
 
 from acxfs.library.agents import AGENTS, CLAUDE, SHARED, Agent, proven_with, readers
+from scripts.mounting import acxfs
 from tests.support import agents
 from tests.support.agent_setup import require, write_skill
 from tests.support.library import home, linked_description, ok, pack
-from tests.support.mounting import acxfs
 
 DOCS = Path(__file__).resolve().parent.parent / "docs" / "library.md"
 LISTING_AGENTS = ["gemini", "opencode", "copilot"]

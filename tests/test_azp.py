@@ -27,8 +27,8 @@ from typing import Any
 import nacl.signing
 import pytest
 
+from scripts import cartwriter as cw
 from tests.support import FIXTURES
-from tests.support import cartwriter as cw
 from tests.support.azpwriter import (
     DEMO_PAYLOAD,
     GUIDE,

@@ -1,5 +1,5 @@
-"""scripts/bench_library.py --quick runs every column and prints one table of the right shape,
-leaving no mount, daemon or file behind (the figures themselves are judged by people)."""
+"""`python3 -m scripts.bench_library --quick` runs every column and prints one table of the right
+shape, leaving no mount, daemon or file behind (the figures themselves are judged by people)."""
 
 from __future__ import annotations
 

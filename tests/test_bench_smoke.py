@@ -1,4 +1,5 @@
-"""scripts/bench.py runs: a smoke check for CI (speed is judged by people reading its table)."""
+"""`python3 -m scripts.bench` runs: a smoke check for CI (speed is judged by people reading its
+table)."""
 
 from __future__ import annotations
 
@@ -16,7 +17,7 @@ REPO = Path(__file__).resolve().parent.parent
 def test_quick_benchmark_runs_and_reports_every_peer(tmp_path: Path) -> None:
     out = tmp_path / "bench.json"
     done = subprocess.run(
-        [sys.executable, str(REPO / "scripts" / "bench.py"), "--quick", "--peers", "plain,acxfs",
+        [sys.executable, "-m", "scripts.bench", "--quick", "--peers", "plain,acxfs",
          "--workloads", "a,e", "--work", str(tmp_path / "work"), "--json", str(out)],
         capture_output=True, text=True, timeout=600, cwd=REPO,
     )

@@ -24,9 +24,9 @@ from typing import Any, cast
 
 import pytest
 
-from tests.support import cartwriter as cw
-from tests.support import mounting
-from tests.support.hostile import load as stress
+from scripts import cartwriter as cw
+from scripts import mounting
+from scripts.hostile import load as stress
 
 PUBLISHER = "io.github.example"
 SPILL_BYTES = 8 * 1024 * 1024  # Limits.memory_spill_bytes: larger verified files are spilled

@@ -1,6 +1,6 @@
 """Mutation fuzzing, bounded for CI: hostile variants of signed cartridges keep the invariant.
 
-The mutators, the invariant and the known-bug reproducers live in `tests.support.hostile` (the
+The mutators, the invariant and the known-bug reproducers live in `scripts.hostile` (the
 long run is `python -m scripts.fuzz`); here hypothesis drives the same mutators (a few hundred
 examples in all, shrinkable), and the attacks that matter most are spelled out as named tests.
 The invariant, for every mutant:
@@ -32,7 +32,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from tests.support import hostile
+from scripts import hostile
 
 REPO = Path(__file__).resolve().parent.parent
 T = TypeVar("T")
@@ -239,7 +239,7 @@ def test_save_row_renamed_into_rom_is_refused(bases: list[Any], tmp_path: Path) 
 
 def test_equivalent_reencoding_is_still_served(bases: list[Any], tmp_path: Path) -> None:
     """zlib, raw DEFLATE and stored rows of the same bytes are the same signed file."""
-    from tests.support import cartwriter as cw
+    from scripts import cartwriter as cw
 
     def recompress(conn: sqlite3.Connection) -> None:
         for name, sz, data, codec in [

@@ -20,10 +20,10 @@ from typing import Any
 
 import pytest
 
-from tests.support import cartwriter as cw
+from scripts import cartwriter as cw
+from scripts.hostile.mutate_rows import rebuild_without_pk
+from scripts.mounting import mounted
 from tests.support.demo import DEMO_FILES, PUBLISHER
-from tests.support.hostile.mutators import rebuild_without_pk
-from tests.support.mounting import mounted
 
 TRUSTED = f"verified / trusted - Signed by trusted publisher {PUBLISHER}."
 MALFORMED = "invalid / malformed - "

@@ -184,8 +184,9 @@ FORMATS_DIR = PACKAGE / "formats"
 
 
 def _inside_formats(path: Path) -> bool:
-    """acxfs/formats/__init__.py and every module of a format package acxfs/formats/<fmt>/."""
-    return path == FORMATS_DIR / "__init__.py" or path.parent.parent == FORMATS_DIR
+    """The modules of acxfs/formats/ (the table, the base source) and of each format package
+    acxfs/formats/<fmt>/."""
+    return path.parent == FORMATS_DIR or path.parent.parent == FORMATS_DIR
 
 
 def _constants(node: ast.AST) -> list[object]:
@@ -280,8 +281,8 @@ def test_a_source_offers_verified_bytes_only() -> None:
     verified = {"blob", "read", "close"}
     protocol = {n for n, v in vars(Source).items() if callable(v) and not n.startswith("_")}
     assert protocol == verified
-    for cls in (CartridgeSource, AzpSource):
-        public = {n for n, v in vars(cls).items() if callable(v) and not n.startswith("_")}
+    for cls in (CartridgeSource, AzpSource):  # what they define or inherit
+        public = {n for n in dir(cls) if callable(getattr(cls, n)) and not n.startswith("_")}
         assert public == verified, cls
 
 
@@ -311,3 +312,74 @@ def test_every_public_error_class_lives_in_errors_py() -> None:
                     for b in bases):
                 stray.append(f"{path.relative_to(PACKAGE)}:{node.name}")
     assert stray == []
+
+
+def _outside_importers(package: str, graph: dict[str, set[str]],
+                       allowed: tuple[str, ...]) -> list[str]:
+    """The modules, other than `package`'s own and `allowed` packages', importing `package`."""
+    def within(module: str, prefix: str) -> bool:
+        return module == prefix or module.startswith(prefix + ".")
+
+    return sorted(m for m, edges in graph.items()
+                  if not any(within(m, a) for a in (package, *allowed))
+                  and any(within(e, package) for e in edges))
+
+
+def test_only_the_library_and_the_cli_import_the_library() -> None:
+    """The library builds on the mount stack, the formats and trust, never the reverse: what a
+    lower layer needs of it (its reserved mountpoint) the library passes down."""
+    assert _outside_importers("acxfs.library", _package_graph(), ("acxfs.cli",)) == []
+
+
+def test_an_import_of_the_library_from_below_is_found() -> None:
+    modules = {"acxfs": True, "acxfs.library": True, "acxfs.library.x": False,
+               "acxfs.mount": False, "acxfs.cli": False}
+    graph = _graph({"acxfs": "", "acxfs.library": "", "acxfs.library.x": "import acxfs.mount\n",
+                    "acxfs.mount": "def f():\n    from acxfs.library import x\n",
+                    "acxfs.cli": "from acxfs.library.x import y\n"}, modules)
+    assert _outside_importers("acxfs.library", graph, ("acxfs.cli",)) == ["acxfs.mount"]
+
+
+MAX_TOP_MODULES = 8
+
+
+def test_at_most_eight_plain_modules_at_the_top_of_the_package() -> None:
+    """Everything else lives in a package that says what it is part of."""
+    plain = sorted(p.name for p in PACKAGE.glob("*.py")
+                   if p.name not in ("__init__.py", "__main__.py"))
+    assert len(plain) <= MAX_TOP_MODULES, plain
+
+
+SCRIPTS = PACKAGE.parent / "scripts"
+
+
+def test_no_script_is_over_550_lines() -> None:
+    long = {str(p.relative_to(SCRIPTS)): n for p in sorted(SCRIPTS.rglob("*.py"))
+            if (n := len(p.read_text(encoding="utf-8").splitlines())) > MAX_MODULE_LINES}
+    assert long == {}
+
+
+def _imports_tests(text: str) -> list[int]:
+    """Lines of `text` that import the tests package (scripts stand alone)."""
+    lines = []
+    for node in ast.walk(ast.parse(text)):
+        if isinstance(node, ast.Import):
+            names = [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom) and not node.level:
+            names = [node.module or ""]
+        else:
+            continue
+        if any(name == "tests" or name.startswith("tests.") for name in names):
+            lines.append(node.lineno)
+    return lines
+
+
+def test_no_script_imports_the_tests() -> None:
+    found = [f"{p.relative_to(SCRIPTS)}:{line}" for p in sorted(SCRIPTS.rglob("*.py"))
+             for line in _imports_tests(p.read_text(encoding="utf-8"))]
+    assert found == []
+
+
+def test_an_import_of_the_tests_is_found() -> None:
+    text = "import tests.support\nfrom tests import x\nfrom testsuite import y\nimport os\n"
+    assert _imports_tests(text) == [1, 2]

@@ -19,9 +19,9 @@ from pathlib import Path
 
 import pytest
 
-from tests.support import cartwriter as cw
+from scripts import cartwriter as cw
+from scripts.mounting import acxfs, acxfs_command, acxfs_mounts_under
 from tests.support.library import agent_dirs, data_dir, home, listing
-from tests.support.mounting import acxfs, acxfs_command, acxfs_mounts_under
 
 pytestmark = [pytest.mark.fuse, pytest.mark.usefixtures("library_stops")]
 

@@ -27,6 +27,7 @@ from pathlib import Path
 
 import pytest
 
+from scripts.mounting import acxfs
 from tests.conftest import CliResult
 from tests.support import agents
 from tests.support.agent_setup import require, write_skill
@@ -40,7 +41,6 @@ from tests.support.library import (
     ok,
     pack,
 )
-from tests.support.mounting import acxfs
 
 pytestmark = [pytest.mark.fuse, pytest.mark.usefixtures("library_stops")]
 

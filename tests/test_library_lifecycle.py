@@ -20,8 +20,8 @@ from typing import Any
 import pytest
 
 from acxfs.paths import library_paths
+from scripts.mounting import acxfs, acxfs_command
 from tests.support.library import data_dir, home, listing
-from tests.support.mounting import acxfs, acxfs_command
 
 pytestmark = [pytest.mark.fuse, pytest.mark.usefixtures("library_stops")]
 

@@ -18,7 +18,7 @@ from acxfs.formats import open_source
 from acxfs.formats.acx import connection
 from acxfs.limits import DEFAULT_LIMITS
 from acxfs.trust.store import load_trust
-from tests.support import cartwriter as cw
+from scripts import cartwriter as cw
 from tests.support.demo import PUBLISHER
 
 SOURCES = 200

@@ -32,10 +32,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.support import REAL
-from tests.support import cartwriter as cw
-from tests.support.demo import DEMO_FILES, PUBLISHER
-from tests.support.mounting import (
+from scripts import cartwriter as cw
+from scripts.mounting import (
     acxfs,
     acxfs_command,
     acxfs_mounts_under,
@@ -51,6 +49,8 @@ from tests.support.mounting import (
     run,
     wait_for,
 )
+from tests.support import REAL
+from tests.support.demo import DEMO_FILES, PUBLISHER
 
 pytestmark = pytest.mark.fuse
 

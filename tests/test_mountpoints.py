@@ -19,8 +19,8 @@ import pytest
 from acxfs.errors import EnvironmentProblem
 from acxfs.mount import preflight
 from acxfs.paths import library_paths, mount_records_dir
+from scripts.mounting import acxfs, attempt_mount, mount_rows, processes_mentioning
 from tests.support.demo import PUBLISHER
-from tests.support.mounting import acxfs, attempt_mount, mount_rows, processes_mentioning
 
 pytestmark = pytest.mark.fuse
 

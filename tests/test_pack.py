@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.support import cartwriter as cw
+from scripts import cartwriter as cw
 
 EXAMPLE = Path(__file__).resolve().parent.parent / "examples" / "hello-acx"
 PUB = "io.github.acxfs-tests"

@@ -21,9 +21,9 @@ from pathlib import Path
 
 import pytest
 
-from tests.support import cartwriter as cw
+from scripts import cartwriter as cw
+from scripts.mounting import acxfs
 from tests.support.demo import PUBLISHER
-from tests.support.mounting import acxfs
 
 TRUSTED = f"verified / trusted - Signed by trusted publisher {PUBLISHER}."
 PORTABLE = "warning / portable - Signature valid but signer not in trust registry."

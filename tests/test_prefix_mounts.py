@@ -26,9 +26,9 @@ from acxfs.content.cache import VerifiedCache
 from acxfs.mount.operations import AcxOperations, FuseOSError
 from acxfs.mount.router import Mounted
 from acxfs.trust.store import load_trust
-from tests.support import cartwriter as cw
+from scripts import cartwriter as cw
+from scripts.mounting import acxfs, mount_rows, wait_for
 from tests.support.demo import DEMO_FILES
-from tests.support.mounting import acxfs, mount_rows, wait_for
 
 GUIDE = "rom/skills/demo-skill/references/guide.md"
 ONE = "io.github.example/one/1.0.0-aaaa1111"

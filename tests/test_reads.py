@@ -12,8 +12,8 @@ import pytest
 from acxfs.content.cache import VerifiedCache
 from acxfs.formats import open_source
 from acxfs.trust.store import load_trust
+from scripts import cartwriter as cw
 from tests.support import REAL
-from tests.support import cartwriter as cw
 from tests.support.demo import DEMO_FILES
 
 REAL_CASES = [

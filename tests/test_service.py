@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.mounting import acxfs, acxfs_mounts_under, force_cleanup, run, wait_for
+from scripts.mounting import acxfs, acxfs_mounts_under, force_cleanup, run, wait_for
 
 MARK = "# written by acxfs service install"
 # The PATH a systemd user manager gives its services (systemd's default), not the test's.

@@ -19,8 +19,8 @@ import pytest
 
 from acxfs.errors import EnvironmentProblem
 from acxfs.formats.acx import connection
-from tests.support import cartwriter as cw
-from tests.support import mounting
+from scripts import cartwriter as cw
+from scripts import mounting
 from tests.support.demo import PUBLISHER
 
 READ_BOUND = 15.0  # seconds for one read of a swapped file, at most

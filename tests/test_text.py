@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from scripts.mounting import acxfs_command
 from tests.support.azpwriter import (
     DEMO_PAYLOAD,
     SKILL,
@@ -22,7 +23,6 @@ from tests.support.azpwriter import (
     skill_manifest,
     write_azp,
 )
-from tests.support.mounting import acxfs_command
 
 HUGE_COMPAT = ">=" + "9" * 5000
 CHINESE = "io.github.中文"

@@ -21,8 +21,8 @@ from typing import Any
 
 import pytest
 
+from scripts import cartwriter as cw
 from tests.support import REAL
-from tests.support import cartwriter as cw
 from tests.support.demo import DEMO_FILES, PUBLISHER
 
 TRUSTED = f"verified / trusted - Signed by trusted publisher {PUBLISHER}."

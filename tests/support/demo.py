@@ -7,7 +7,7 @@ what acxfs serves against these bytes.
 
 from __future__ import annotations
 
-from tests.support import cartwriter as cw
+from scripts import cartwriter as cw
 
 PUBLISHER = "io.github.example"
 

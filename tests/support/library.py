@@ -18,8 +18,8 @@ from typing import Any
 
 import yaml
 
+from scripts.mounting import acxfs, acxfs_mounts_under, force_cleanup
 from tests.support.demo import PUBLISHER
-from tests.support.mounting import acxfs, acxfs_mounts_under, force_cleanup
 
 
 def home() -> Path:

@@ -16,7 +16,6 @@ import json
 import multiprocessing
 import os
 import random
-import re
 import subprocess
 import threading
 import time
@@ -24,10 +23,11 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-from tests.support import cartwriter as cw
-from tests.support import mounting
-from tests.support.hostile.bases import PUBLISHER
-from tests.support.hostile.bases import SIGNER as SIGNER  # the cartridge signer, for callers
+from scripts import cartwriter as cw
+from scripts import mounting
+from scripts.hostile.bases import PUBLISHER
+from scripts.hostile.bases import SIGNER as SIGNER  # the cartridge signer, for callers
+from scripts.liveness import status_kib
 
 SPILL_BYTES = 8 * 1024 * 1024
 RSS_MARGIN = 96 * 1024 * 1024  # interpreter, SQLite page caches, FUSE buffers, fragmentation
@@ -175,22 +175,7 @@ def run_readers(mountpoint: str, seed: int, files: int, big: int, seconds: float
 
 def vm_rss(pid: int, field: str = "VmRSS") -> int:
     """A /proc/<pid>/status memory field in bytes (0 when the process is gone)."""
-    try:
-        text = Path(f"/proc/{pid}/status").read_text()
-    except OSError:
-        return 0
-    match = re.search(rf"^{field}:\s+(\d+) kB", text, re.M)
-    return int(match.group(1)) * 1024 if match else 0
-
-
-def status_pid(mountpoint: Path) -> int | None:
-    """The daemon's pid as `acxfs status` reports it."""
-    target = mounting.canonical(mountpoint)
-    for line in mounting.acxfs("status").stdout.splitlines():
-        match = re.match(r"(\S+)\s.*\bpid=(\d+)\b", line)
-        if match and match.group(1) == target:
-            return int(match.group(2))
-    return None
+    return (status_kib(pid, field) or 0) * 1024
 
 
 def stress(cartridge: Path, key: Path, mountpoint: Path, seed: int, files: int, big: int,
@@ -200,7 +185,7 @@ def stress(cartridge: Path, key: Path, mountpoint: Path, seed: int, files: int, 
     summary: dict[str, Any] = {}
     peak = 0
     with mounting.mounted(cartridge, mountpoint, "--trust-key", key) as live:
-        pid = status_pid(mountpoint) or live.pid
+        pid = mounting.daemon_pid(mountpoint) or live.pid  # as `acxfs status` has it
         rss_start = vm_rss(pid)
 
         started = time.monotonic()

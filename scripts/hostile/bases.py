@@ -20,11 +20,13 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Protocol, TypeVar
 
-from tests.support import REAL
-from tests.support import cartwriter as cw
-from tests.support.hostile.running import run_main
+from scripts import cartwriter as cw
+from scripts.hostile.running import run_main
 
 T = TypeVar("T")
+
+# The suite's real cartridges: read as data files when present, never imported.
+REAL = Path(__file__).resolve().parents[2] / "tests" / "fixtures" / "real"
 
 PUBLISHER = "io.github.example"
 SIGNER = cw.new_signer(bytes(range(32)))  # the writer bases' publisher key

@@ -23,9 +23,9 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from tests.support.hostile.bases import Base, chooser_for
-from tests.support.hostile.invariant import Result, check_mutant
-from tests.support.hostile.mutators import choose_mutators, make_mutant
+from scripts.hostile.bases import Base, chooser_for
+from scripts.hostile.invariant import Result, check_mutant
+from scripts.hostile.mutators import choose_mutators, make_mutant
 
 # ============================================================================ the worker pool
 

@@ -24,10 +24,10 @@ import time
 from collections import Counter
 from pathlib import Path
 
-from tests.support import mounting
-from tests.support.hostile.bases import Base
-from tests.support.hostile.mutators import Mutant
-from tests.support.hostile.running import Run, run_main
+from scripts import mounting
+from scripts.hostile.bases import Base
+from scripts.hostile.mutant import Mutant
+from scripts.hostile.running import Run, run_main
 
 ALLOWED_CODES = frozenset({0, 3, 4, 5, 6})
 VERDICT_RE = re.compile(r"^(verified|warning|invalid) / [a-z]+ - .+$")

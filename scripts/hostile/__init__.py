@@ -7,23 +7,20 @@ character from the file; what acxfs accepts it serves as exactly the signed byte
 all. The suite drives the mutators with hypothesis (`tests/test_fuzz.py`); the long run is
 `python -m scripts.fuzz`, the load run `python -m scripts.stress` (`load`).
 
-Modules: `bases` (valid signed cartridges and choosers), `mutators`, `running` (the CLI
-in-process), `invariant`, `repro` (fixed bugs), `pool` (worker processes of the long run),
-`load` (readers on a live mount).
+Modules: `bases` (valid signed cartridges and choosers), `mutant` (a mutant, the registry, the
+shared random edits), `mutate_rows`, `mutate_signed`, `mutate_tables` (the mutators),
+`mutators` (their fixed order, `make_mutant`), `running` (the CLI in-process), `invariant`,
+`repro` (fixed bugs), `pool` (worker processes of the long run), `load` (readers on a live
+mount).
 """
 
 from __future__ import annotations
 
-from tests.support.hostile.bases import Base, Chooser, RandomChooser, build_bases, chooser_for
-from tests.support.hostile.invariant import Result, check_mount, check_mutant
-from tests.support.hostile.mutators import (
-    MUTATOR_NAMES,
-    MUTATORS,
-    Mutant,
-    choose_mutators,
-    make_mutant,
-)
-from tests.support.hostile.repro import (
+from scripts.hostile.bases import Base, Chooser, RandomChooser, build_bases, chooser_for
+from scripts.hostile.invariant import Result, check_mount, check_mutant
+from scripts.hostile.mutant import Mutant
+from scripts.hostile.mutators import MUTATOR_NAMES, MUTATORS, choose_mutators, make_mutant
+from scripts.hostile.repro import (
     FIXED_BUGS,
     FixedBug,
     classify,
@@ -37,7 +34,7 @@ from tests.support.hostile.repro import (
     repro_untrusted_text_printed,
     unknown_violations,
 )
-from tests.support.hostile.running import Run, run_main
+from scripts.hostile.running import Run, run_main
 
 __all__ = [
     "FIXED_BUGS",

@@ -18,11 +18,11 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from tests.support import cartwriter as cw
-from tests.support.hostile.bases import PUBLISHER, SIGNER
-from tests.support.hostile.invariant import CONTROL_RE, Result
-from tests.support.hostile.mutators import rebuild_without_pk
-from tests.support.hostile.running import run_main
+from scripts import cartwriter as cw
+from scripts.hostile.bases import PUBLISHER, SIGNER
+from scripts.hostile.invariant import CONTROL_RE, Result
+from scripts.hostile.mutate_rows import rebuild_without_pk
+from scripts.hostile.running import run_main
 
 
 @dataclasses.dataclass(frozen=True)
@@ -127,7 +127,7 @@ def repro_spill_oserror(workdir: Path) -> bool:
                        signer=SIGNER, deflate="none")
     key = workdir / "spill.pub.pem"
     key.write_text(SIGNER.public_pem)
-    real = tempfile.TemporaryFile  # acxfs.content.cache calls tempfile.TemporaryFile(dir=spill_dir)
+    real = tempfile.TemporaryFile  # acxfs.content.rule calls tempfile.TemporaryFile(dir=spill_dir)
 
     def full(*args: Any, **kwargs: Any) -> Any:
         raise OSError(28, "No space left on device")

@@ -1,4 +1,5 @@
-"""Real mounts through the `acxfs` command, for tests: mount, check it is live, always unmount.
+"""Real mounts through the `acxfs` command, for tests and the robustness scripts: mount, check
+it is live, always unmount.
 
 `mounted()` runs `acxfs mount` as a subprocess (in the test's environment, so with its isolated
 trust and state directories), checks that the mount is live the moment the command returns,
@@ -24,6 +25,11 @@ import time
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+
+from acxfs.mount import table as mount_table
+from scripts.liveness import mounts_under
+from scripts.liveness import pid_alive as pid_alive  # re-exported: tests ask here
+from scripts.liveness import processes_mentioning as processes_mentioning
 
 COMMAND_TIMEOUT = 30.0  # seconds for any one command
 EXIT_TIMEOUT = 10.0  # seconds for a daemon to exit once its mount is gone
@@ -54,76 +60,26 @@ def acxfs(*args: object, timeout: float = COMMAND_TIMEOUT, cwd: Path | None = No
     return run([*acxfs_command(), *args], timeout=timeout, cwd=cwd, env=env)
 
 
-# --- what the kernel and /proc say ---------------------------------------------------------
+# --- what the kernel and /proc say (through scripts.liveness and acxfs.mount.table) ---------
 
 
-def _unescape(field: bytes) -> str:
-    raw = re.sub(rb"\\([0-7]{3})", lambda m: bytes([int(m.group(1), 8)]), field)
-    return os.fsdecode(raw)
+MountRow = tuple[str, str, str, str]  # source, mountpoint, type, options; fields unescaped
 
 
 def canonical(mountpoint: Path | str) -> str:
     """The mountpoint as /proc/mounts shows it (its parents resolved)."""
-    absolute = os.path.abspath(mountpoint)
-    return os.path.join(os.path.realpath(os.path.dirname(absolute)), os.path.basename(absolute))
+    return mount_table.canonical(os.fspath(mountpoint))
 
 
-def proc_mounts() -> list[list[str]]:
-    """Every /proc/mounts row, fields unescaped."""
-    # Bytes, split on the kernel's single spaces and newlines only: a mountpoint may hold any
-    # other byte (a non-breaking space, U+2028, or no UTF-8 at all).
-    with open("/proc/mounts", "rb") as handle:
-        data = handle.read()
-    return [[_unescape(f) for f in line.split(b" ")] for line in data.split(b"\n") if line]
-
-
-def mount_rows(mountpoint: Path | str) -> list[list[str]]:
+def mount_rows(mountpoint: Path | str) -> list[MountRow]:
     """The /proc/mounts rows whose mountpoint is `mountpoint`."""
     target = canonical(mountpoint)
-    return [row for row in proc_mounts() if len(row) >= 3 and row[1] == target]
+    return [row for row in mount_table.proc_mounts() if row[1] == target]
 
 
 def acxfs_mounts_under(directory: Path | str) -> list[str]:
-    """Mountpoints of fuse.acxfs mounts at or below `directory`."""
-    base = os.path.realpath(directory)
-    return [row[1] for row in proc_mounts()
-            if len(row) >= 3 and row[2] == "fuse.acxfs"
-            and (row[1] == base or row[1].startswith(base + "/"))]
-
-
-def pid_alive(pid: int) -> bool:
-    """True while any thread of `pid` runs (a zombie counts as gone).
-
-    Every thread is checked: a killed multithreaded daemon's main thread turns zombie while its
-    worker threads are still exiting and still hold its files (the /dev/fuse connection)."""
-    try:
-        threads = os.listdir(f"/proc/{pid}/task")
-    except OSError:
-        return False
-    for tid in threads:
-        try:
-            with open(f"/proc/{pid}/task/{tid}/stat", encoding="ascii", errors="replace") as f:
-                if f.read().rsplit(") ", 1)[1][:1] not in ("Z", "X"):
-                    return True
-        except (OSError, IndexError):
-            continue
-    return False
-
-
-def processes_mentioning(text: str) -> list[int]:
-    """Pids of live processes (other than this one) whose command line contains `text`."""
-    found = []
-    for name in os.listdir("/proc"):
-        if not name.isdigit() or int(name) == os.getpid():
-            continue
-        try:
-            with open(f"/proc/{name}/cmdline", "rb") as handle:
-                cmdline = handle.read().replace(b"\0", b" ").decode(errors="replace")
-        except OSError:
-            continue
-        if text in cmdline and pid_alive(int(name)):
-            found.append(int(name))
-    return found
+    """Mountpoints of fuse.acxfs mounts at or below `directory`, deepest first."""
+    return mounts_under(directory, mount_table.FSTYPE)
 
 
 def wait_for(predicate: object, timeout: float, step: float = 0.02) -> bool:
@@ -209,7 +165,7 @@ class Mount:
     stdout: str
     stderr: str
 
-    def proc_row(self) -> list[str]:
+    def proc_row(self) -> MountRow:
         rows = mount_rows(self.mountpoint)
         assert len(rows) == 1, rows
         return rows[0]

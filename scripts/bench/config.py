@@ -1,0 +1,63 @@
+"""What one benchmark run measures: the peers compared, and the sizes and repetitions of a run
+(`--quick` shrinks them). Frozen once the arguments are read.
+"""
+
+from __future__ import annotations
+
+import argparse
+from dataclasses import dataclass
+from pathlib import Path
+
+MiB = 1024 * 1024
+PEER_NAMES = ("plain", "sqlite3 -Ax", "ratarmount", "fuse-zip", "nullfs", "nullfs -s", "acxfs",
+              "acxfs libfuse3")
+
+
+@dataclass(frozen=True)
+class Config:
+    """Sizes and repetitions of one run (`--quick` shrinks them)."""
+
+    quick: bool
+    work: Path
+    json_path: Path
+    mount_counts: tuple[int, ...]  # (a) file counts of the cartridges mounted
+    listing_counts: tuple[int, ...]  # (b) file counts listed with find -ls / ls -lR
+    read_count: int  # (c) and (f): small files read
+    small_size: int  # bytes per small file
+    big_mib: int  # (d) the large file
+    alt_mib: int  # (e) each of the two alternating files
+    verify_files: int  # acxfs verify --deep: reference files in one skill
+    cold_reps: int  # fresh mounts per cold measurement
+    warm_reps: int  # repetitions on a live mount
+    timeout: float  # seconds before one measured operation counts as a timeout
+    random_reads: int  # (d) random preads, and as many backwards preads
+    readers: tuple[int, ...]  # (f) parallel reader counts
+    install_peers: bool
+    peers: tuple[str, ...]
+    workloads: tuple[str, ...]
+    rebuild: bool
+
+
+def make_config(args: argparse.Namespace) -> Config:
+    quick = bool(args.quick)
+    return Config(
+        quick=quick,
+        work=Path(args.work).resolve(),
+        json_path=Path(args.json).resolve(),
+        mount_counts=(1000, 5000) if quick else (1000, 10_000, 100_000),
+        listing_counts=(5000,) if quick else (10_000, 100_000),
+        read_count=1000 if quick else 10_000,
+        small_size=4096,
+        big_mib=32 if quick else 256,
+        alt_mib=16 if quick else 128,
+        verify_files=5000,
+        cold_reps=args.reps or (1 if quick else 3),
+        warm_reps=args.reps or (1 if quick else 3),
+        timeout=30.0 if quick else 600.0,
+        random_reads=200 if quick else 1000,
+        readers=(2, 4),
+        install_peers=bool(args.install_peers),
+        peers=tuple(args.peers.split(",")) if args.peers else PEER_NAMES,
+        workloads=tuple(args.workloads.split(",")) if args.workloads else tuple("abcdefvp"),
+        rebuild=bool(args.rebuild),
+    )

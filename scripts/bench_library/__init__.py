@@ -1,0 +1,23 @@
+"""The skills library at scale, side by side in one run: N single-skill bundles installed as
+
+    library             `acxfs add` into the library: one daemon, a link per skill and agent
+    per-bundle mounts   one `acxfs mount` (one daemon) per bundle at ~/.claude/skills/<skill>
+    plain copies        `acxfs extract --skill` of each into ~/.agents/skills/<skill> (the floor)
+
+For each N (default 10, 50, 200) it measures the daemons' RSS (VmRSS, summed over daemons)
+after start-up and after reading every SKILL.md, start-up until every link resolves, adding one
+more small bundle (its full check included), and a cold read of every SKILL.md through the
+agent directories. A Markdown table of medians goes to stdout, every raw figure to `--json`.
+
+Invariant: nothing outside one temporary directory is touched. Every column runs with its own
+HOME, XDG_* directories and trust store inside it, and on any exit (failure, Ctrl-C, SIGTERM)
+every daemon started there is stopped, every mount there unmounted and the directory removed.
+
+    python3 -m scripts.bench_library --quick              # CI smoke test, under a minute
+    python3 -m scripts.bench_library --json bench-out/library.json
+
+Modules: `config` (columns, measures, the run's configuration), `system` (commands, daemons,
+isolated homes, cleanup), `bundles` (the single-skill cartridges), `columns` (the three ways to
+install), `measuring` (one rep, one N, the run), `report` (table, targets, JSON), `__main__`
+(arguments and the run).
+"""

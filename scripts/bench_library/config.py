@@ -1,0 +1,47 @@
+"""What a library benchmark run measures: the three columns, the measures of each N, the
+run's configuration, and the shape of its results.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from scripts.bench.results import Cell
+
+COLUMNS = ("library", "per-bundle mounts", "plain copies")
+MEASURES = (  # key, label, unit
+    ("install", "install all N (once)", "s"),
+    ("daemons", "daemons serving", "count"),
+    ("rss_up", "daemon RSS after up", "MiB"),
+    ("rss_read", "daemon RSS after reading every SKILL.md", "MiB"),
+    ("up", "up until every link resolves", "s"),
+    ("add", "add one more bundle (full check)", "s"),
+    ("read", "cold read of every SKILL.md", "s"),
+)
+
+
+class BenchError(Exception):
+    """A column could not be measured (a command failed, a mount never came up)."""
+
+
+@dataclass(frozen=True)
+class Config:
+    sizes: tuple[int, ...]
+    reps: int
+    quick: bool
+    timeout: float  # seconds for one command or one wait
+    json_path: Path | None
+    work: Path
+    keep: bool
+    columns: tuple[str, ...]  # slugs of the columns to run
+
+
+Results = dict[tuple[int, str, str], Cell]  # (N, measure, column)
+
+
+@dataclass(frozen=True)
+class Bundle:
+    skill: str
+    path: Path
+    skill_md: bytes

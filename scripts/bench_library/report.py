@@ -1,0 +1,86 @@
+"""The output of a library benchmark: the Markdown table (medians per N, measure and column,
+reads also as a multiple of plain copies), the targets at the largest N, and the JSON file.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+
+from scripts.bench.provenance import host_facts, host_line
+from scripts.bench_library.config import COLUMNS, MEASURES, Config, Results
+
+
+def cell_text(results: Results, n: int, key: str, column: str, unit: str) -> str:
+    cell = results.get((n, key, column))
+    if column == "plain copies" and key in ("daemons", "rss_up", "rss_read", "up"):
+        return "0" if key == "daemons" else "none" if key != "up" else "nothing to start"
+    if cell is None or cell.median is None:
+        return cell.note if cell else "not run"
+    value = cell.median
+    text = f"{value:.0f}" if unit == "count" or value >= 1000 else f"{value:.3g}"
+    floor = results.get((n, key, "plain copies"))
+    if key == "read" and column != "plain copies" and floor and floor.median:
+        text += f" ({value / floor.median:.1f}x)"
+    return text
+
+
+def targets(results: Results, n: int) -> list[tuple[str, str, bool | None]]:
+    """The issue's targets for the library at N: (goal, figure, met or None if unknown)."""
+    def med(key: str, column: str = "library") -> float | None:
+        cell = results.get((n, key, column))
+        return cell.median if cell else None
+
+    read, floor = med("read"), med("read", "plain copies")
+    ratio = read / floor if read is not None and floor else None
+    return [(goal, "n/a" if value is None else f"{value:.2f} {unit}",
+             None if value is None else value < limit)
+            for goal, value, unit, limit in (
+                ("one daemon under 60 MiB RSS", med("rss_read"), "MiB", 60),
+                ("`acxfs up` under 2 s", med("up"), "s", 2),
+                ("`add` of one small bundle under 0.5 s", med("add"), "s", 0.5),
+                ("cold SKILL.md scan within 3x of plain copies", ratio, "x", 3))]
+
+
+def render(cfg: Config, results: Results, notes: list[str], failures: list[str], elapsed: float,
+           rev: str) -> str:
+    cache = "; ".join(notes) or ("page cache, dentries and inodes dropped (drop_caches=3) "
+                                 "before every cold read")
+    lines = [
+        f"## acxfs skills library benchmark ({'quick' if cfg.quick else 'full'} run, "
+        f"{time.strftime('%Y-%m-%d %H:%M')}, {elapsed / 60:.1f} min)", "",
+        f"Medians of {cfg.reps} rep(s), columns interleaved. Each rep starts every daemon "
+        "afresh (library: `acxfs up`; mounts: one `acxfs mount` per bundle), so the FUSE "
+        f"kernel caches start empty; {cache}. RSS is VmRSS summed over the daemons. "
+        f"{host_line(rev)}", "",
+        "| N | measure | unit | " + " | ".join(COLUMNS) + " |",
+        "|---:|---|---|" + "---:|" * len(COLUMNS),
+    ]
+    for n in cfg.sizes:
+        for key, label, unit in MEASURES:
+            cells = [cell_text(results, n, key, c, unit) for c in COLUMNS]
+            lines.append(f"| {n} | {label} | {unit} | " + " | ".join(cells) + " |")
+    n = max(cfg.sizes)
+    lines += ["", f"### Targets at N = {n} (library)", "", "| target | this run | met |",
+              "|---|---|---|"]
+    for goal, figure, met in targets(results, n):
+        lines.append(f"| {goal} | {figure} | "
+                     f"{ {True: 'yes', False: '**no**', None: 'cannot tell'}[met]} |")
+    if failures:
+        lines += ["", "Failed columns:", *(f"- {line}" for line in failures)]
+    return "\n".join(lines) + "\n"
+
+
+def write_json(cfg: Config, results: Results, markdown: str, rev: str, complete: bool) -> None:
+    if cfg.json_path is None:
+        return
+    doc = {
+        "complete": complete, "acxfs_revision": rev, "markdown": markdown,
+        "config": {"sizes": cfg.sizes, "reps": cfg.reps, "quick": cfg.quick},
+        "host": host_facts(),
+        "results": [{"n": n, "measure": key, "column": column, "values": cell.values,
+                     "median": cell.median, "note": cell.note}
+                    for (n, key, column), cell in results.items()],
+    }
+    cfg.json_path.parent.mkdir(parents=True, exist_ok=True)
+    cfg.json_path.write_text(json.dumps(doc, indent=2))
