@@ -17,7 +17,6 @@ from acxfs.library.manager import Library
 from acxfs.library.project import Projects
 from acxfs.library.report import describe_library, render_library
 
-
 _PROJECT_HELP = ("the project directory DIR instead of the user library: links in "
                  "DIR/.agents/skills and DIR/.claude/skills, entries in DIR/acxfs.lock")
 
