@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from tests.support.mounting import acxfs, acxfs_mounts_under, force_cleanup, run
+from scripts.mounting import acxfs, acxfs_mounts_under, force_cleanup, run
 
 PUBLISHER = "io.github.me"
 GIT_ENV = {"GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@example.org",
