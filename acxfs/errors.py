@@ -116,3 +116,8 @@ class RefusedError(AcxfsError):
 
 class VersionError(InputError, ValueError):
     """Text that is not a SemVer 2.0.0 version."""
+
+
+class LockError(EnvironmentProblem):
+    """A project's acxfs.lock acxfs will not read: not the lock's schema, a field missing,
+    unknown or malformed, merge conflict markers (exit 2)."""

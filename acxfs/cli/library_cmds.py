@@ -1,4 +1,5 @@
-"""`acxfs add`, `update`, `revert`, `remove`, `list`, `up` and `down`: the skills library.
+"""`acxfs add`, `update`, `revert`, `remove`, `list`, `sync`, `up` and `down`: the skills
+library and its projects.
 
 Invariant: each command parses its arguments, makes one call into `acxfs.library`, and prints
 what it returns; nothing here touches the store, the links or the daemon itself.
@@ -10,17 +11,29 @@ import argparse
 import json
 
 from acxfs.cli.common import SubParsers, add_command, say
+from acxfs.errors import EnvironmentProblem
 from acxfs.library.agents import agent_names, help_table
 from acxfs.library.manager import Library
+from acxfs.library.project import Projects
 from acxfs.library.report import describe_library, render_library
+
+_PROJECT_HELP = ("the project directory DIR instead of the user library: links in "
+                 "DIR/.agents/skills and DIR/.claude/skills, entries in DIR/acxfs.lock")
+
+
+def _project_option(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--project", metavar="DIR", help=_PROJECT_HELP)
 
 
 def add_commands(subs: SubParsers) -> None:
     p = add_command(
         subs, "add", "install signed bundles into the skills library, for every agent",
         "acxfs add research.acx                  # ~/.agents/skills and ~/.claude/skills\n"
-        "  acxfs add tools.acx --agent gemini      # ~/.gemini/skills only", cmd_add)
+        "  acxfs add tools.acx --agent gemini      # ~/.gemini/skills only\n"
+        "  acxfs add --project . research.acx      # ./.claude/skills, ./.agents/skills and "
+        "./acxfs.lock", cmd_add)
     p.epilog = f"{p.epilog}\n\n{help_table()}"
+    _project_option(p)
     p.add_argument("bundles", nargs="+", metavar="BUNDLE", help="an .acx cartridge or .azp package")
     p.add_argument("--agent", action="append", choices=agent_names(), metavar="NAME",
                    help="link into this agent's own skill directory only (repeatable; "
@@ -30,7 +43,9 @@ def add_commands(subs: SubParsers) -> None:
                    "release under a version number already installed")
     p = add_command(subs, "update", "install newer versions of installed bundles (links "
                     "re-pointed in one rename each; the previous revision kept)",
-                    "acxfs update research-1.3.0.acx", cmd_update)
+                    "acxfs update research-1.3.0.acx\n"
+                    "  acxfs update --project . research-1.3.0.acx", cmd_update)
+    _project_option(p)
     p.add_argument("bundles", nargs="+", metavar="BUNDLE")
     p.add_argument("--allow-downgrade", action="store_true",
                    help="allow a version below the floor, or another release under one number")
@@ -41,9 +56,12 @@ def add_commands(subs: SubParsers) -> None:
                     "acxfs list\n  acxfs list --json", cmd_list)
     p.add_argument("--json", action="store_true", help="print it as JSON (docs/library.md)")
     p = add_command(subs, "remove", "uninstall bundles: their links, their store files",
-                    "acxfs remove io.github.me/research\n  acxfs remove expertise-designer",
+                    "acxfs remove io.github.me/research\n  acxfs remove expertise-designer\n"
+                    "  acxfs remove --project . io.github.me/research  # and from ./acxfs.lock\n"
+                    "  acxfs remove --project ~/old-checkout  # unlink it here, forget it",
                     cmd_remove)
-    p.add_argument("names", nargs="+", metavar="IDENTITY|SKILL")
+    _project_option(p)
+    p.add_argument("names", nargs="*", metavar="IDENTITY|SKILL")
     p.add_argument("--forget", action="store_true",
                    help="also forget the version floor (a later add may install any version)")
     p = add_command(subs, "up", "start the library daemon (every installed bundle, checked)",
@@ -51,6 +69,18 @@ def add_commands(subs: SubParsers) -> None:
     p.add_argument("-f", "--foreground", action="store_true", help="serve in the foreground")
     p.add_argument("--reload", action="store_true",
                    help="have the running daemon re-check every bundle against the trust store")
+    p = add_command(subs, "sync", "make this machine match a project's acxfs.lock (verified "
+                    "bundles from the store or --from directories, links, git exclude lines)",
+                    "acxfs sync                              # the project in .\n"
+                    "  acxfs sync --from vendor/skills && acxfs sync --check   # in CI",
+                    cmd_sync)
+    p.add_argument("--project", metavar="DIR", default=".",
+                   help="the project directory (default: .)")
+    p.add_argument("--from", dest="sources", action="append", default=[], metavar="DIR",
+                   help="a directory holding bundles the lock names (repeatable)")
+    p.add_argument("--check", action="store_true",
+                   help="change nothing: say how this machine differs from the lock (exit 1 "
+                   "if it does)")
     add_command(subs, "down", "stop the library daemon (links dangle until acxfs up)",
                 "acxfs down", cmd_down)
 
@@ -60,12 +90,26 @@ def _library() -> Library:
 
 
 def cmd_add(args: argparse.Namespace) -> int:
+    if args.project is not None:
+        return Projects(_library()).add(args.project, args.bundles, args.agent,
+                                        allow_downgrade=args.allow_downgrade)
     return _library().add(args.bundles, args.agent, allow_downgrade=args.allow_downgrade)
 
 
 def cmd_update(args: argparse.Namespace) -> int:
+    if args.project is not None:
+        return Projects(_library()).add(args.project, args.bundles, None,
+                                        allow_downgrade=args.allow_downgrade, update_only=True)
     return _library().add(args.bundles, None, allow_downgrade=args.allow_downgrade,
                           update_only=True)
+
+
+def cmd_sync(args: argparse.Namespace) -> int:
+    if args.check:
+        if args.sources:
+            raise EnvironmentProblem("--check changes nothing: it takes no --from")
+        return Projects(_library()).check(args.project)
+    return Projects(_library()).sync(args.project, args.sources)
 
 
 def cmd_revert(args: argparse.Namespace) -> int:
@@ -83,6 +127,13 @@ def cmd_list(args: argparse.Namespace) -> int:
 
 
 def cmd_remove(args: argparse.Namespace) -> int:
+    if args.project is not None:
+        if args.forget:
+            raise EnvironmentProblem("--forget is for the user library (a project has no "
+                                     "floors)")
+        return Projects(_library()).remove(args.project, args.names)
+    if not args.names:
+        raise EnvironmentProblem("name what to remove: IDENTITY or SKILL (see: acxfs list)")
     return _library().remove(args.names, forget=args.forget)
 
 

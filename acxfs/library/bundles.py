@@ -49,17 +49,8 @@ def import_bundle(path: str, paths: LibraryPaths, trust: TrustContext) -> Checke
     committed = False
     try:
         digest = hasher.hexdigest()
-        report = formats.check(staged.proc_path, trust, deep=True)
-        if not report.verdict.allows("verified") or report.verdict.status != "verified":
-            raise UntrustedError(report.verdict)
-        identity = formats.identity(report)
-        skills = formats.skills(report)
-        name = f"{digest}.{report.format}"
-        revision = Revision(
-            digest=digest, file=name, format=report.format, identity=identity.name,
-            version=identity.version, manifest=identity.release, keyid=report.verdict.keyid or "",
-            publisher=report.verdict.publisher, skills=skills, installed_at=now_text(),
-        )
+        report, revision = _checked(staged.proc_path, digest, trust)
+        name = revision.file
         new_file = not os.path.lexists(paths.store / name)
         if new_file:
             staged.name = name
@@ -70,3 +61,35 @@ def import_bundle(path: str, paths: LibraryPaths, trust: TrustContext) -> Checke
         if not committed:
             staged.discard()
         os.close(store_fd)
+
+
+def _checked(path: str, digest: str, trust: TrustContext) -> tuple[Report, Revision]:
+    """The full check of the file `path` whose bytes hash to `digest` (UntrustedError below
+    verified), and the revision it establishes."""
+    report = formats.check(path, trust, deep=True)
+    if not report.verdict.allows("verified") or report.verdict.status != "verified":
+        raise UntrustedError(report.verdict)
+    identity = formats.identity(report)
+    skills = formats.skills(report)
+    revision = Revision(
+        digest=digest, file=f"{digest}.{report.format}", format=report.format,
+        identity=identity.name, version=identity.version, manifest=identity.release,
+        keyid=report.verdict.keyid or "", publisher=report.verdict.publisher, skills=skills,
+        installed_at=now_text(),
+    )
+    return report, revision
+
+
+def check_stored(name: str, paths: LibraryPaths, trust: TrustContext) -> Checked:
+    """The store file `name` checked in full again, against `trust` as it is now (its digest
+    computed from the same open file that is checked)."""
+    source = open_input(paths.store / name)
+    try:
+        hasher = hashlib.sha256()
+        while chunk := source.read(1 << 20):
+            hasher.update(chunk)
+        report, revision = _checked(f"/proc/self/fd/{source.fileno()}", hasher.hexdigest(),
+                                    trust)
+    finally:
+        source.close()
+    return Checked(revision, report, new_file=False)

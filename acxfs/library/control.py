@@ -52,9 +52,9 @@ def _short(sock_path: Path) -> Iterator[str]:
     library lies: the socket's directory through a descriptor of it."""
     try:
         fd = os.open(sock_path.parent, os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC)
-    except (FileNotFoundError, NotADirectoryError):
-        yield str(sock_path)  # nothing there: connecting fails as for a missing socket
-        return
+    except (FileNotFoundError, NotADirectoryError) as exc:
+        # No socket directory, so no daemon: said as such, however long the path would be.
+        raise DaemonDown("the library daemon is not running (start it with: acxfs up)") from exc
     try:
         yield f"/proc/self/fd/{fd}/{sock_path.name}"
     finally:

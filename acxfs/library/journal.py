@@ -2,10 +2,11 @@
 
 Invariant: the library changes only under `locked`; a change of more than one step is
 written down whole (`Intent`: the links to make, re-point and remove, the state to commit,
-the store files to delete) and synced before its first step, and every step is idempotent, so
-`recover` can always carry an interrupted change to its end.  A change killed before its intent
-was written left the old library (an unrecorded store file is removed as an orphan); one killed
-after it is finished by the next command or `acxfs up`.
+the store files to delete, a project's exclude lines and lock) and synced before its first
+step, and every step is idempotent, so `recover` can always carry an interrupted change to
+its end.  A change killed before its intent was written left the old library (an unrecorded
+store file is removed as an orphan); one killed after it is finished by the next command or
+`acxfs up`.
 """
 
 from __future__ import annotations
@@ -16,9 +17,10 @@ import json
 import os
 from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass, field
+from pathlib import Path
 
 from acxfs.errors import EnvironmentProblem
-from acxfs.library import agent_links
+from acxfs.library import agent_links, git_exclude, lockfile
 from acxfs.library.state import LibraryState, Link, load_state, save_state, write_private
 from acxfs.paths import LibraryPaths
 from acxfs.safe import strict_json
@@ -63,6 +65,20 @@ def locked(paths: LibraryPaths) -> Iterator[None]:
         os.close(fd)
 
 
+@dataclass(frozen=True)
+class ProjectFiles:
+    """What a change of a project does to files in it: the lines to add to and remove from its
+    git exclude file, and its lock's bytes before and after (`new` None: the lock is left
+    alone; written only while the file still holds `old`, None meaning no file)."""
+
+    project: str
+    exclude: str | None = None
+    exclude_add: list[str] = field(default_factory=list)
+    exclude_remove: list[str] = field(default_factory=list)
+    lock_old: str | None = None
+    lock_new: str | None = None
+
+
 @dataclass
 class Intent:
     """A change written down before its first step."""
@@ -73,6 +89,7 @@ class Intent:
     remove: list[Link] = field(default_factory=list)
     state: str = ""  # the LibraryState to commit, as JSON
     delete_files: list[str] = field(default_factory=list)  # store file names, after the commit
+    project: ProjectFiles | None = None  # a project's exclude lines and lock
 
     def to_json(self) -> str:
         return json.dumps({
@@ -80,6 +97,7 @@ class Intent:
             "repoint": [[asdict(a), asdict(b)] for a, b in self.repoint],
             "remove": [asdict(x) for x in self.remove], "state": self.state,
             "deleteFiles": self.delete_files,
+            "project": None if self.project is None else asdict(self.project),
         }, indent=1) + "\n"
 
     @classmethod
@@ -92,7 +110,26 @@ class Intent:
             repoint=[(Link(**a), Link(**b)) for a, b in doc["repoint"]],
             remove=[Link(**x) for x in doc["remove"]], state=str(doc["state"]),
             delete_files=[str(f) for f in doc["deleteFiles"]],
+            project=_project_files(doc.get("project")),
         )
+
+
+def _project_files(doc: object) -> ProjectFiles | None:
+    if doc is None:
+        return None
+    if not isinstance(doc, dict):
+        raise ValueError("project: not an object")
+    return ProjectFiles(
+        project=str(doc["project"]), exclude=_text_or_none(doc["exclude"]),
+        exclude_add=[str(x) for x in doc["exclude_add"]],
+        exclude_remove=[str(x) for x in doc["exclude_remove"]],
+        lock_old=_text_or_none(doc["lock_old"]), lock_new=_text_or_none(doc["lock_new"]))
+
+
+def _text_or_none(value: object) -> str | None:
+    if value is not None and not isinstance(value, str):
+        raise ValueError(f"{value!r} is not text")
+    return value
 
 
 @dataclass
@@ -120,6 +157,8 @@ def _finish(paths: LibraryPaths, intent: Intent, sync_daemon: Callable[[], None]
     for link in intent.make:
         _step(outcome, agent_links.make(link))
         fault_point(f"{intent.op}:link")
+    if intent.project is not None:
+        _project_step(outcome, intent.op, intent.project)
     save_state(paths.state, LibraryState.from_json(intent.state, paths.intent))
     fault_point(f"{intent.op}:commit")
     sync_daemon()
@@ -130,6 +169,17 @@ def _finish(paths: LibraryPaths, intent: Intent, sync_daemon: Callable[[], None]
     with contextlib.suppress(FileNotFoundError):
         os.unlink(paths.intent)
     return outcome
+
+
+def _project_step(outcome: Outcome, op: str, files: ProjectFiles) -> None:
+    if files.exclude is not None:
+        _step(outcome, git_exclude.apply(Path(files.exclude), files.exclude_add,
+                                         files.exclude_remove))
+        fault_point(f"{op}:exclude")
+    if files.lock_new is not None:
+        old = None if files.lock_old is None else files.lock_old.encode()
+        _step(outcome, lockfile.replace(Path(files.project), old, files.lock_new.encode()))
+        fault_point(f"{op}:lock")
 
 
 def _step(outcome: Outcome, refusal: str | None) -> None:

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from acxfs.errors import AcxfsError, DaemonDown, EnvironmentProblem, RefusedError, UntrustedError
-from acxfs.library import agent_links, agents, daemon, journal, versions
+from acxfs.library import agent_links, agents, daemon, journal, project_plan, versions
 from acxfs.library.bundles import Checked, import_bundle
 from acxfs.library.control import ControlClient
 from acxfs.library.plan import Plan
@@ -151,15 +151,19 @@ class Library:
         for line in outcome.skipped:
             self.note(printable(f"acxfs: note: {line}"))
 
-    def _check_new(self, file: str, state: LibraryState, trust: TrustContext,
-                   earlier: list[Checked], update_only: bool, allow_downgrade: bool) -> Checked:
+    def import_verified(self, file: str, trust: TrustContext) -> Checked:
+        """`file` copied into the store and checked in full (RefusedError below verified)."""
         try:
-            result = import_bundle(file, self.paths, trust)
+            return import_bundle(file, self.paths, trust)
         except UntrustedError as exc:
             raise RefusedError(
                 f"{file}: {exc.verdict.line}; the library serves only verified bundles: pin its "
                 "signer with 'acxfs trust add FILE --publisher ID' or install its registry",
                 exit_code=exc.verdict.exit_code) from exc
+
+    def _check_new(self, file: str, state: LibraryState, trust: TrustContext,
+                   earlier: list[Checked], update_only: bool, allow_downgrade: bool) -> Checked:
+        result = self.import_verified(file, trust)
         rev = result.revision
         try:
             if any(c.revision.identity == rev.identity for c in earlier):
@@ -215,7 +219,8 @@ class Library:
             self.recover()
             state = self.state()
             identities = [self.resolve(state, name) for name in names]
-            after = LibraryState(state.trust_dir, dict(state.installed), dict(state.floors))
+            after = LibraryState(state.trust_dir, dict(state.installed), dict(state.floors),
+                                 state.projects)
             gone: list[Link] = []
             files: list[str] = []
             for identity in dict.fromkeys(identities):
@@ -286,6 +291,11 @@ class Library:
                 plan.suspend(identity)
                 self.note(printable(f"acxfs: note: not serving {identity}: "
                                     f"{refused.get(prefix, 'not loaded')}; links removed"))
+        make, remove, notes = project_plan.reconcile(plan.after, served, refused, self.paths.mnt)
+        plan.make.extend(make)
+        plan.remove.extend(remove)
+        for line in notes:
+            self.note(printable(f"acxfs: note: {line}"))
         if plan.make or plan.remove:
             self._tell(journal.carry_out(self.paths, plan.intent("up"), self._sync))
 

@@ -7,8 +7,12 @@ docs/library.md.
 
 from __future__ import annotations
 
-from acxfs.library import agent_links, journal
+import os
+from pathlib import Path
+
+from acxfs.library import agent_links, journal, lockfile
 from acxfs.library.manager import Library
+from acxfs.library.state import LibraryState
 from acxfs.text import printable
 
 
@@ -49,7 +53,37 @@ def describe_library(library: Library) -> dict[str, object]:
         "failures": _items(status, "failures"),
         "floors": {k: {"version": f.version, "installedAt": f.installed_at}
                    for k, f in sorted(state.floors.items())},
+        "projects": _projects(library, state, status, served, refused),
     }
+
+
+def _projects(library: Library, state: LibraryState, status: dict[str, object] | None,
+              served: dict[str, str], refused: dict[str, str]) -> list[dict[str, object]]:
+    """Each project: its directory, its lock, whether either is gone, its bundles and links."""
+    found: list[dict[str, object]] = []
+    for directory, project in sorted(state.projects.items()):
+        lock = lockfile.path_of(Path(directory))
+        bundles: list[dict[str, object]] = []
+        for identity, b in sorted(project.bundles.items()):
+            rev = b.revision
+            why = None
+            if status is None:
+                why = "the library daemon is not running (acxfs up)"
+            elif rev.prefix not in served:
+                why = refused.get(rev.prefix, "not loaded")
+            bundles.append({
+                "identity": identity, "version": rev.version, "format": rev.format,
+                "digest": rev.digest, "manifest": rev.manifest, "keyid": rev.keyid,
+                "publisher": rev.publisher, "skills": sorted(rev.skills),
+                "agents": sorted(b.agents), "path": str(library.paths.mnt / rev.prefix),
+                "served": why is None, "why": why,
+                "links": [{"path": str(link.path), "target": link.target,
+                           "state": agent_links.state_of(link)} for link in b.links],
+            })
+        found.append({"dir": directory, "lock": str(lock),
+                      "dirGone": not os.path.isdir(directory),
+                      "lockGone": not os.path.lexists(lock), "bundles": bundles})
+    return found
 
 
 def _mapping(status: dict[str, object] | None, key: str) -> dict[str, str]:
@@ -80,6 +114,21 @@ def render_library(doc: dict[str, object]) -> str:
         for link in b["links"]:
             mark = "" if link["state"] == "ok" else f"  [{link['state']}]"
             lines.append(f"  {link['path']}{mark}")
+    projects = doc["projects"]
+    assert isinstance(projects, list)
+    for project in projects:
+        gone = ""
+        if project["dirGone"]:
+            gone = f"  [directory gone: acxfs remove --project {project['dir']}]"
+        elif project["lockGone"]:
+            gone = "  [acxfs.lock gone]"
+        lines.append(f"project {project['dir']}{gone}")
+        for b in project["bundles"]:
+            state = "served" if b["served"] else f"NOT served: {b['why']}"
+            lines.append(f"  {b['identity']} {b['version']} ({b['format']}, {state})")
+            for link in b["links"]:
+                mark = "" if link["state"] == "ok" else f"  [{link['state']}]"
+                lines.append(f"    {link['path']}{mark}")
     failures = doc["failures"]
     assert isinstance(failures, list)
     for f in failures:

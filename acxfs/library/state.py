@@ -13,6 +13,7 @@ import json
 import os
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from typing import Any
 
 from acxfs.errors import EnvironmentProblem
 from acxfs.safe import dirs as safe_dirs
@@ -80,13 +81,41 @@ class Floor:
 
 
 @dataclass
+class ProjectBundle:
+    """One entry of a project's lock as this machine installed it: the revision (checked in
+    full), its size, the agents it is linked for, the file name it came from, its links."""
+
+    revision: Revision
+    bytes: int
+    agents: list[str]
+    source: str
+    links: list[Link] = field(default_factory=list)
+    suspended: bool = False  # its links were removed because it is not served (trust changed)
+
+
+@dataclass
+class Project:
+    """A project directory (its absolute real path) and what acxfs made for it there."""
+
+    bundles: dict[str, ProjectBundle] = field(default_factory=dict)  # by identity
+    exclude_file: str | None = None  # the git exclude file acxfs added lines to
+    exclude_lines: list[str] = field(default_factory=list)  # the lines it added there
+
+    def links(self) -> list[Link]:
+        return [link for b in self.bundles.values() for link in b.links]
+
+
+@dataclass
 class LibraryState:
     trust_dir: str
     installed: dict[str, Installed] = field(default_factory=dict)  # by identity
     floors: dict[str, Floor] = field(default_factory=dict)  # by identity
+    projects: dict[str, Project] = field(default_factory=dict)  # by directory
 
     def revisions(self) -> list[Revision]:
-        return [r for item in self.installed.values() for r in item.revisions()]
+        """Every revision some scope names: the ones the daemon serves."""
+        return [r for item in self.installed.values() for r in item.revisions()] + [
+            b.revision for project in self.projects.values() for b in project.bundles.values()]
 
     def store_files(self) -> set[str]:
         return {r.file for r in self.revisions()}
@@ -101,7 +130,8 @@ class LibraryState:
     def to_json(self) -> str:
         doc = {"schema": SCHEMA, "trustDir": self.trust_dir,
                "installed": {k: asdict(v) for k, v in sorted(self.installed.items())},
-               "floors": {k: asdict(v) for k, v in sorted(self.floors.items())}}
+               "floors": {k: asdict(v) for k, v in sorted(self.floors.items())},
+               "projects": {k: asdict(v) for k, v in sorted(self.projects.items())}}
         return json.dumps(doc, indent=2, sort_keys=True) + "\n"
 
     @classmethod
@@ -121,7 +151,8 @@ class LibraryState:
                 for identity, item in doc["installed"].items()
             }
             floors = {k: Floor(**f) for k, f in doc["floors"].items()}
-            return cls(str(doc["trustDir"]), installed, floors)
+            projects = {k: _project(p) for k, p in doc.get("projects", {}).items()}
+            return cls(str(doc["trustDir"]), installed, floors, projects)
         except (ValueError, KeyError, TypeError, AttributeError) as exc:
             raise EnvironmentProblem(f"the library state {source} is damaged ({exc}); "
                                      "acxfs will not guess what is installed") from exc
@@ -129,6 +160,19 @@ class LibraryState:
 
 def _revision(doc: dict[str, object]) -> Revision:
     return Revision(**doc)  # type: ignore[arg-type]
+
+
+def _project(doc: dict[str, Any]) -> Project:
+    bundles = {
+        identity: ProjectBundle(
+            revision=_revision(b["revision"]), bytes=int(b["bytes"]),
+            agents=[str(a) for a in b["agents"]], source=str(b["source"]),
+            links=[Link(**link) for link in b["links"]], suspended=bool(b["suspended"]))
+        for identity, b in doc["bundles"].items()
+    }
+    exclude = doc["exclude_file"]
+    return Project(bundles, None if exclude is None else str(exclude),
+                   [str(line) for line in doc["exclude_lines"]])
 
 
 def now_text() -> str:
