@@ -14,7 +14,14 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from acxfs.errors import AcxfsError, DaemonDown, EnvironmentProblem, RefusedError, UntrustedError
+from acxfs.errors import (
+    AcxfsError,
+    AgentDirectoryError,
+    DaemonDown,
+    EnvironmentProblem,
+    RefusedError,
+    UntrustedError,
+)
 from acxfs.library import agent_links, agents, daemon, journal, versions
 from acxfs.library.bundles import Checked, import_bundle
 from acxfs.library.control import ControlClient
@@ -67,12 +74,23 @@ class Library:
         with contextlib.suppress(DaemonDown):
             ControlClient(self.paths.socket).sync()
 
-    def recover(self) -> None:
-        outcome = journal.recover(self.paths, self._sync)
-        if outcome is not None:
+    def recover(self, tolerant: bool = False) -> None:
+        """Finish (or finish undoing) the change an earlier command left; `tolerant`: one that
+        cannot be finished now is a note, not an error (for commands that only read)."""
+        try:
+            outcome = journal.recover(self.paths, self._sync)
+        except AgentDirectoryError as exc:
+            if not tolerant:
+                raise
+            self.note(printable(f"acxfs: note: {exc}"))
+            return
+        if outcome is not None and outcome.undone is not None:
+            self.note(printable("acxfs: note: undid a library change an earlier command could "
+                                f"not finish ({outcome.undone})"))
+        elif outcome is not None:
             self.note("acxfs: note: finished a library change an earlier command left unfinished")
-            for line in outcome.skipped:
-                self.note(printable(f"acxfs: note: {line}"))
+        for line in outcome.skipped if outcome is not None else []:
+            self.note(printable(f"acxfs: note: {line}"))
 
     # --- add, update, revert -------------------------------------------------------------
 

@@ -15,7 +15,7 @@ from acxfs.text import printable
 def describe_library(library: Library) -> dict[str, object]:
     """The library as one JSON document (after finishing an unfinished change)."""
     with journal.locked(library.paths):
-        library.recover()
+        library.recover(tolerant=True)
         state = library.state()
     library.note_trust(state)
     status = library.daemon_status()
