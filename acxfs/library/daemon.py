@@ -4,7 +4,9 @@ Invariant: a bundle is served only after this process itself checked its store f
 (structure, signature, trust against the trust store as it is now, identity and skills as the
 library recorded them); from then on every byte is verified when read, as in any acxfs mount.
 A bundle that fails its check is not served and the reason is kept for `acxfs list`.  The
-daemon takes changes only over its control channel (`control.py`), from its owner.
+daemon takes changes only over its control channel (`control.py`), from its owner.  A daemon
+whose control socket is gone, or the stale mount of one that died, is found by its mount
+(`orphan`) and unmounted by `down` and before `up` starts a new one.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ import contextlib
 import os
 import re
 import threading
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -27,6 +30,8 @@ from acxfs.library.state import LibraryState, Revision, load_state
 from acxfs.limits import DEFAULT_LIMITS
 from acxfs.mount import lifecycle
 from acxfs.mount.operations import AcxOperations, Mounted
+from acxfs.mount.records import read_state
+from acxfs.mount.table import canonical, live_mounts
 from acxfs.paths import LibraryPaths
 from acxfs.trust.policy import TrustContext
 from acxfs.trust.store import load_trust
@@ -38,6 +43,8 @@ EXPIRY_RECHECK = 3600.0  # seconds between re-checks of key expiry and revocatio
 # longer served (its bundle removed, or its signer no longer trusted) is forgotten by the
 # kernel within a minute even if it was read before.  Contents never change under a path.
 KERNEL_CACHE = {"negative_timeout": 0, "entry_timeout": 60, "attr_timeout": 60}
+START_LINE = re.compile(r"^\S+ \[(\d+)\] start: library ")  # records.log_line's form
+LOG_TAIL = 1024 * 1024  # bytes of the log read back for the last start
 
 
 @dataclass
@@ -208,6 +215,69 @@ def running(paths: LibraryPaths) -> bool:
         return False
 
 
+@dataclass(frozen=True)
+class Orphan:
+    """A library mount no control socket reaches: a daemon that lost its socket (`pid`
+    alive) or the stale mount of one that died (`pid` None)."""
+
+    pid: int | None
+
+    def describe(self) -> str:
+        if self.pid is not None:
+            return f"a library daemon (pid {self.pid}) that had lost its control socket"
+        return "the stale mount of a library daemon that had died"
+
+
+def orphan(paths: LibraryPaths) -> Orphan | None:
+    """The library's mount when no daemon answers on its socket (None: nothing mounted)."""
+    point = canonical(str(paths.mnt))
+    if not any(mp == point for _, mp in live_mounts()) or running(paths):
+        return None
+    return Orphan(_daemon_pid(paths))
+
+
+def _daemon_pid(paths: LibraryPaths) -> int | None:
+    """The live process serving the library's mount, by its mount record or its log, and
+    only if /proc shows it is this user's and holds a FUSE connection."""
+    record = read_state(str(paths.mnt))
+    candidates = [record.pid] if record is not None else []
+    candidates += reversed(_started_pids(paths.log))
+    for pid in candidates:
+        if lifecycle.alive(pid) and _holds_fuse(pid):
+            return pid
+    return None
+
+
+def _started_pids(log: Path) -> list[int]:
+    """The pids the library's log says started the library's mount, oldest first."""
+    try:
+        with open(log, "rb") as handle:
+            lines = handle.read()[-LOG_TAIL:].decode("utf-8", "replace").splitlines()
+    except OSError:
+        return []
+    return [int(m.group(1)) for m in map(START_LINE.search, lines) if m]
+
+
+def _holds_fuse(pid: int) -> bool:
+    try:
+        if os.stat(f"/proc/{pid}").st_uid != os.geteuid():
+            return False
+        fds = os.listdir(f"/proc/{pid}/fd")
+    except OSError:
+        return False
+    for fd in fds:
+        with contextlib.suppress(OSError):
+            if os.readlink(f"/proc/{pid}/fd/{fd}") == "/dev/fuse":
+                return True
+    return False
+
+
+def _wait_gone(pid: int | None, timeout: float = 5.0) -> None:
+    deadline = time.monotonic() + timeout
+    while pid is not None and lifecycle.alive(pid) and time.monotonic() < deadline:
+        time.sleep(0.02)
+
+
 def start(paths: LibraryPaths, state: LibraryState, foreground: bool,
           say: Callable[[str], None], on_live: Callable[[], None] | None = None) -> int:
     """Check every bundle, mount the library and serve it (returns once live, or, in the
@@ -230,9 +300,11 @@ def start(paths: LibraryPaths, state: LibraryState, foreground: bool,
     return lifecycle.mount(plan)
 
 
-def stop(paths: LibraryPaths) -> str:
-    """Unmount the library; the daemon exits, and its socket goes with it."""
+def stop(paths: LibraryPaths, pid: int | None = None) -> str:
+    """Unmount the library (a live daemon's mount or a dead one's stale mount); the daemon
+    (`pid`, when known) exits, and its socket goes with it."""
     said = lifecycle.umount(str(paths.mnt))
+    _wait_gone(pid)
     if not running(paths):
         with contextlib.suppress(FileNotFoundError):
             os.unlink(paths.socket)

@@ -204,6 +204,7 @@ class Library:
     def _serve(self, revisions: list[Revision], state: LibraryState) -> None:
         """Have the daemon (started when needed) check and serve each revision."""
         if not daemon.running(self.paths):
+            self._clear_orphan()
             daemon.start(self.paths, state, foreground=False, say=lambda message: None)
         for rev in revisions:
             answer = ControlClient(self.paths.socket).load(rev.file)
@@ -268,7 +269,9 @@ class Library:
                                              f"{answer.get('error')}")
             elif running:  # with -f too: one daemon per library, and a service sees success
                 self.say(f"the library daemon already serves {self.paths.mnt}")
-            elif not foreground:
+            else:
+                self._clear_orphan()
+            if not running and not foreground:
                 daemon.start(self.paths, state, foreground=False, say=self.say)
             if running or not foreground:
                 self._reconcile(state)
@@ -315,10 +318,24 @@ class Library:
                     self.note(printable(f"acxfs: note: link {link.path} is {condition} "
                                         "(changed by hand: left as it is)"))
 
+    def _clear_orphan(self) -> None:
+        """Before a daemon starts: unmount what a dead daemon, or one without its control
+        socket, left on the library's mountpoint."""
+        found = daemon.orphan(self.paths)
+        if found is not None:
+            daemon.stop(self.paths, found.pid)
+            self.note(f"acxfs: note: stopped {found.describe()}")
+
     def down(self) -> int:
-        if not daemon.running(self.paths):
+        """Stop the daemon, found by its socket or else by its mount."""
+        if daemon.running(self.paths):
+            daemon.stop(self.paths)
+            self.say("stopped the library daemon; links dangle until: acxfs up")
+            return 0
+        found = daemon.orphan(self.paths)
+        if found is None:
             self.say("the library daemon is not running")
             return 0
-        daemon.stop(self.paths)
-        self.say("stopped the library daemon; links dangle until: acxfs up")
+        daemon.stop(self.paths, found.pid)
+        self.say(f"stopped {found.describe()}; links dangle until: acxfs up")
         return 0
