@@ -331,7 +331,10 @@ def test_floor_survives_remove_and_goes_with_forget(tmp_path: Path, local_key: N
 
 
 UPDATE_STEPS = ["add:checked", "add:intent", "add:repoint", "add:unlink", "add:link",
-                "add:commit", "add:cleanup"]
+                "add:commit", "add:cleanup",
+                # inside one link step, while a temporary link exists beside the skill's
+                "replace_symlink_at:exchange", "replace_symlink_at:exchanged",
+                "remove_symlink_at:unlink"]
 
 
 @pytest.mark.parametrize("step", UPDATE_STEPS)
@@ -360,6 +363,7 @@ def test_update_killed_at_each_step_leaves_all_links_old_or_all_new(
     assert sorted((link["path"], link["target"]) for link in doc["links"]) == sorted(
         (str(link_path(a, s)), str(root / s)) for a in AGENT_DIRS for s in skills)
     assert not library_paths().intent.exists()
+    assert agent_links() == {link["path"]: link["target"] for link in doc["links"]}  # no temp
 
 
 def test_two_updates_racing_finish_cleanly_and_one_wins(tmp_path: Path,
