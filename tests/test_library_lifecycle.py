@@ -208,8 +208,8 @@ def test_same_version_with_another_manifest_is_refused(tmp_path: Path, local_key
     assert library_files() == before and agent_links() == links_before
 
 
-def test_same_release_resigned_with_another_trusted_key_is_accepted(tmp_path: Path,
-                                                                    local_key: None) -> None:
+def test_same_release_resigned_with_another_trusted_key_is_accepted_with_allow_key_change(
+        tmp_path: Path, local_key: None) -> None:
     rotated = tmp_path / "rotated.pem"
     made = acxfs("keygen", rotated)
     assert made.returncode == 0, made.stderr
@@ -223,7 +223,15 @@ def test_same_release_resigned_with_another_trusted_key_is_accepted(tmp_path: Pa
 
     assert acxfs("add", first).returncode == 0
     first_keyid = bundle()["keyid"]
-    result = acxfs("update", resigned)
+    before, links_before = library_files(), agent_links()
+    refused = acxfs("update", resigned)  # another key of the publisher: said, not silent
+    assert_one_line_refusal(
+        refused, rf"acxfs: error: {re.escape(IDENTITY)} is installed from publisher "
+                 rf"{re.escape(PUBLISHER)} with the key {re.escape(first_keyid)}; this file is "
+                 r"signed by another key \(ed25519:[0-9a-f]+\); --allow-key-change to accept "
+                 r"the new key")
+    assert library_files() == before and agent_links() == links_before
+    result = acxfs("update", resigned, "--allow-key-change")
     assert result.returncode == 0, result.stderr
     assert_linked_to(served_at("1.0.0", resigned), {"signed-skill"})
     doc = bundle()

@@ -15,6 +15,8 @@ from acxfs.library.manager import Library
 from acxfs.library.report import describe_library, render_library
 
 _AGENT_HELP = "; ".join(f"{a.name}: ~/{a.directory}" for a in AGENTS)
+_KEY_CHANGE_HELP = ("accept a bundle signed by another key of the publisher its identity was "
+                    "installed from (the identity is bound to the new key from then on)")
 
 
 def add_commands(subs: SubParsers) -> None:
@@ -29,12 +31,14 @@ def add_commands(subs: SubParsers) -> None:
     p.add_argument("--allow-downgrade", action="store_true",
                    help="install a version below the highest one ever installed, or another "
                    "release under a version number already installed")
+    p.add_argument("--allow-key-change", action="store_true", help=_KEY_CHANGE_HELP)
     p = add_command(subs, "update", "install newer versions of installed bundles (links "
                     "re-pointed in one rename each; the previous revision kept)",
                     "acxfs update research-1.3.0.acx", cmd_update)
     p.add_argument("bundles", nargs="+", metavar="BUNDLE")
     p.add_argument("--allow-downgrade", action="store_true",
                    help="allow a version below the floor, or another release under one number")
+    p.add_argument("--allow-key-change", action="store_true", help=_KEY_CHANGE_HELP)
     p = add_command(subs, "revert", "serve the previous revision of installed bundles again",
                     "acxfs revert io.github.me/research", cmd_revert)
     p.add_argument("names", nargs="+", metavar="IDENTITY|SKILL")
@@ -46,7 +50,8 @@ def add_commands(subs: SubParsers) -> None:
                     cmd_remove)
     p.add_argument("names", nargs="+", metavar="IDENTITY|SKILL")
     p.add_argument("--forget", action="store_true",
-                   help="also forget the version floor (a later add may install any version)")
+                   help="also forget the version floor and the publisher the identity is bound "
+                   "to (a later add may install any version, from any publisher)")
     p = add_command(subs, "up", "start the library daemon (every installed bundle, checked)",
                     "acxfs up\n  acxfs up -f          # in the foreground (a service)", cmd_up)
     p.add_argument("-f", "--foreground", action="store_true", help="serve in the foreground")
@@ -61,12 +66,13 @@ def _library() -> Library:
 
 
 def cmd_add(args: argparse.Namespace) -> int:
-    return _library().add(args.bundles, args.agent, allow_downgrade=args.allow_downgrade)
+    return _library().add(args.bundles, args.agent, allow_downgrade=args.allow_downgrade,
+                          allow_key_change=args.allow_key_change)
 
 
 def cmd_update(args: argparse.Namespace) -> int:
     return _library().add(args.bundles, None, allow_downgrade=args.allow_downgrade,
-                          update_only=True)
+                          update_only=True, allow_key_change=args.allow_key_change)
 
 
 def cmd_revert(args: argparse.Namespace) -> int:

@@ -1,17 +1,20 @@
 """The library daemon: one FUSE mount serving every installed bundle at its immutable path.
 
-Invariant: a bundle is served only after this process itself checked its store file
-(structure, signature, trust against the trust store as it is now, identity and skills as the
-library recorded them); from then on every byte is verified when read, as in any acxfs mount.
-A bundle that fails its check is not served and the reason is kept for `acxfs list`.  The
-daemon takes changes only over its control channel (`control.py`), from its owner.  A daemon
-whose control socket is gone, or the stale mount of one that died, is found by its mount
-(`orphan`) and unmounted by `down` and before `up` starts a new one.
+Invariant: a bundle is served only after this process itself checked its store file (its
+sha256 against the digest its name records, structure, signature, trust against the trust
+store as it is now, identity, signed release and skills as the library recorded them), and
+only at a path that nests with no other served bundle's; from then on every byte is verified
+when read, as in any acxfs mount.  A bundle that fails its check is not served and the reason
+is kept for `acxfs list`.  The daemon takes changes only over its control channel
+(`control.py`), from its owner.  A daemon whose control socket is gone, or the stale mount of
+one that died, is found by its mount (`orphan`) and unmounted by `down` and before `up`
+starts a new one.
 """
 
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import os
 import re
 import threading
@@ -44,7 +47,8 @@ EXPIRY_RECHECK = 3600.0  # seconds between re-checks of key expiry and revocatio
 # kernel within a minute even if it was read before.  Contents never change under a path.
 KERNEL_CACHE = {"negative_timeout": 0, "entry_timeout": 60, "attr_timeout": 60}
 START_LINE = re.compile(r"^\S+ \[(\d+)\] start: library ")  # records.log_line's form
-LOG_TAIL = 1024 * 1024  # bytes of the log read back for the last start
+LOG_TAIL = 1024 * 1024
+HASH_CHUNK = 1024 * 1024  # bytes of the log read back for the last start
 
 
 @dataclass
@@ -80,7 +84,29 @@ class LibraryDaemon:
         prefix = f"{identity.name}/{identity.version}-{match.group(1)[:12]}"
         if expected is not None and (expected.prefix, expected.skills) != (prefix, skills):
             raise AcxfsError("the store file no longer matches what was installed")
+        if expected is not None and identity.release != expected.manifest:
+            raise AcxfsError(f"the store file is another signed release ({identity.release}) "
+                             f"than the one installed ({expected.manifest})")
         return prefix
+
+    def _digest_check(self, file: str) -> tuple[int, int]:
+        """The store file's sha256 must be the digest its name records (the one `acxfs list`
+        shows); the (device, inode) of the file hashed."""
+        match = STORE_NAME.fullmatch(file)
+        if match is None:
+            raise AcxfsError(f"{file!r} is not a store file name")
+        fd = os.open(self.paths.store / file, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+        try:
+            hasher = hashlib.sha256()
+            while piece := os.read(fd, HASH_CHUNK):
+                hasher.update(piece)
+            info = os.fstat(fd)
+        finally:
+            os.close(fd)
+        if hasher.hexdigest() != match.group(1):
+            raise AcxfsError(f"the store file's sha256 is {hasher.hexdigest()}, not the digest "
+                             "it was installed with: it was replaced or changed since")
+        return info.st_dev, info.st_ino
 
     def recheck(self, file: str, trust: TrustContext, expected: Revision | None) -> str:
         """Check the store file again without opening it to serve (a bundle already served
@@ -92,11 +118,15 @@ class LibraryDaemon:
                       expected: Revision | None) -> Mounted:
         """The store file, checked once now, as a source ready to serve at its prefix."""
         path = str(self.paths.store / file)
+        hashed = self._digest_check(file)
         try:
             source, report = formats.open_source(path, trust, self.cache, min_trust="verified")
         except UntrustedError as exc:
             raise AcxfsError(exc.verdict.line) from exc
         try:
+            info = os.stat(path, follow_symlinks=False)
+            if (info.st_dev, info.st_ino) != hashed:
+                raise AcxfsError("the store file was replaced while it was checked")
             prefix = self._prefix(file, report, expected)
             identity = formats.identity(report)
             # Shown no older than the install: an agent that polls mtimes (Claude Code)
@@ -109,6 +139,14 @@ class LibraryDaemon:
                        f"{identity.name} {identity.version}", min_mtime_ns=installed)
 
     def _attach(self, mounted: Mounted, file: str) -> None:
+        """Serve `mounted` (AcxfsError, and it is closed, if its path would nest with one
+        served already)."""
+        for other in self.served:
+            if other == mounted.prefix or other.startswith(mounted.prefix + "/") or \
+                    mounted.prefix.startswith(other + "/"):
+                mounted.source.close()
+                raise AcxfsError(f"its path {mounted.prefix} would nest with the path {other} "
+                                 "of another bundle")
         if self.ops is not None:
             self.ops.attach(mounted.prefix, mounted)
         self.served[mounted.prefix] = mounted
@@ -127,7 +165,7 @@ class LibraryDaemon:
         for rev in state.revisions():
             try:
                 self._attach(self.open_revision(rev.file, trust, rev), rev.file)
-            except (AcxfsError, OSError) as exc:
+            except (AcxfsError, OSError, ValueError) as exc:
                 self.refused[rev.prefix] = str(exc)
         return list(self.served.values())
 
@@ -150,7 +188,7 @@ class LibraryDaemon:
                     self.recheck(rev.file, trust, rev)  # still good: keep the one serving
                 else:
                     self._attach(self.open_revision(rev.file, trust, rev), rev.file)
-            except (AcxfsError, OSError) as exc:
+            except (AcxfsError, OSError, ValueError) as exc:
                 self._detach(prefix)
                 self.refused[prefix] = str(exc)
 
@@ -176,7 +214,7 @@ class LibraryDaemon:
             if op in (Op.SYNC, Op.RELOAD):
                 self.sync(recheck=op == Op.RELOAD)
                 return self.status()
-        except (AcxfsError, OSError) as exc:
+        except (AcxfsError, OSError, ValueError) as exc:  # ValueError: the tree refused it
             return {"ok": False, "error": str(exc)}
         return {"ok": False, "error": f"unknown request {op!r}"}
 

@@ -22,7 +22,7 @@ from acxfs.errors import (
     RefusedError,
     UntrustedError,
 )
-from acxfs.library import agent_links, agents, daemon, journal, versions
+from acxfs.library import agent_links, agents, daemon, journal, owners, versions
 from acxfs.library.bundles import Checked, import_bundle
 from acxfs.library.control import ControlClient
 from acxfs.library.plan import Plan
@@ -95,7 +95,8 @@ class Library:
     # --- add, update, revert -------------------------------------------------------------
 
     def add(self, files: list[str], agent_names: list[str] | None,
-            allow_downgrade: bool = False, update_only: bool = False) -> int:
+            allow_downgrade: bool = False, update_only: bool = False,
+            allow_key_change: bool = False) -> int:
         """Install each bundle, or update the installed revision of its identity."""
         with journal.locked(self.paths):
             self.recover()
@@ -107,10 +108,11 @@ class Library:
             try:
                 for file in files:
                     checked.append(self._check_new(file, state, trust, checked, update_only,
-                                                   allow_downgrade))
+                                                   allow_downgrade, allow_key_change))
                 plan = Plan.of(state)
                 for c in checked:
                     plan.install(c.revision, directories, self.paths.mnt)
+                owners.check_skills(plan.before, plan.after)
                 self._refuse_conflicts(plan)
                 journal.fault_point("add:checked")
                 loading = True
@@ -147,6 +149,7 @@ class Library:
             plan = Plan.of(state)
             for identity in identities:
                 plan.revert(identity, self.paths.mnt)
+            owners.check_skills(plan.before, plan.after)
             self._refuse_conflicts(plan)
             self._serve([plan.after.installed[i].current for i in identities], state)
             outcome = journal.carry_out(self.paths, plan.intent("revert"),
@@ -170,7 +173,8 @@ class Library:
             self.note(printable(f"acxfs: note: {line}"))
 
     def _check_new(self, file: str, state: LibraryState, trust: TrustContext,
-                   earlier: list[Checked], update_only: bool, allow_downgrade: bool) -> Checked:
+                   earlier: list[Checked], update_only: bool, allow_downgrade: bool,
+                   allow_key_change: bool) -> Checked:
         try:
             result = import_bundle(file, self.paths, trust)
         except UntrustedError as exc:
@@ -187,6 +191,12 @@ class Library:
                 raise RefusedError(f"{file}: {rev.identity} is not installed (acxfs add it)")
             if installed is not None and installed.current.digest == rev.digest:
                 raise RefusedError(f"{file}: {rev.identity} {rev.version} is installed already")
+            owners.check_publisher(rev, state, allow_key_change)
+            try:
+                owners.check_paths(rev.identity, [*state.installed,
+                                                  *(c.revision.identity for c in earlier)])
+            except RefusedError as exc:
+                raise RefusedError(f"{file}: {exc}") from exc
             versions.check_floor(rev, installed, state.floors.get(rev.identity),
                                  allow_downgrade)
             for skill in rev.skills:
@@ -219,38 +229,72 @@ class Library:
 
     def resolve(self, state: LibraryState, name: str) -> str:
         """The identity `name` names: an identity, or a skill of exactly one bundle."""
+        return self._resolve(state, name)[0]
+
+    @staticmethod
+    def _resolve(state: LibraryState, name: str) -> tuple[str, bool]:
+        """The identity `name` names, and whether it named it by a skill.  `IDENTITY/` names
+        an identity only; a name that is an identity and another bundle's skill is refused."""
+        if name.endswith("/") and name.rstrip("/") in state.installed:
+            return name.rstrip("/"), False
+        offering = sorted(i for i, item in state.installed.items() if name in item.current.skills)
         if name in state.installed:
-            return name
-        owners = [i for i, item in state.installed.items() if name in item.current.skills]
-        if len(owners) == 1:
-            return owners[0]
-        if owners:
+            others = [i for i in offering if i != name]
+            if others:
+                raise RefusedError(
+                    f"{name!r} names both the bundle {name} and a skill of {', '.join(others)}; "
+                    f"name the bundle as '{name}/', or the skill's bundle by its identity")
+            return name, False
+        if len(offering) == 1:
+            return offering[0], True
+        if offering:
             raise RefusedError(f"{name!r} names a skill of several bundles: "
-                               f"{', '.join(sorted(owners))}; name the bundle")
+                               f"{', '.join(offering)}; name the bundle")
         raise RefusedError(f"nothing installed is called {name!r} (see: acxfs list)")
 
     def remove(self, names: list[str], forget: bool = False) -> int:
+        """Remove bundles named by identity or by their only skill; with `forget`, their
+        floors and publisher bindings too (also of an identity no longer installed)."""
         with journal.locked(self.paths):
             self.recover()
             state = self.state()
-            identities = [self.resolve(state, name) for name in names]
-            after = LibraryState(state.trust_dir, dict(state.installed), dict(state.floors))
+            identities = [self._removed(state, name, forget) for name in names]
+            after = LibraryState(state.trust_dir, dict(state.installed), dict(state.floors),
+                                 dict(state.bindings))
             gone: list[Link] = []
             files: list[str] = []
             for identity in dict.fromkeys(identities):
-                item = after.installed.pop(identity)
-                gone.extend(item.links)
-                files.extend(r.file for r in item.revisions())
+                item = after.installed.pop(identity, None)
+                if item is not None:
+                    gone.extend(item.links)
+                    files.extend(r.file for r in item.revisions())
                 if forget:
                     after.floors.pop(identity, None)
+                    after.bindings.pop(identity, None)
             keep = after.store_files()
             intent = journal.Intent("remove", remove=gone, state=after.to_json(),
                                     delete_files=[f for f in files if f not in keep])
             outcome = journal.carry_out(self.paths, intent, self._sync)
         self._tell(outcome)
         for identity in dict.fromkeys(identities):
-            self.say(printable(f"removed {identity}"))
+            done = "removed" if identity in state.installed else "forgot the floor and publisher of"
+            self.say(printable(f"{done} {identity}"))
         return 0
+
+    def _removed(self, state: LibraryState, name: str, forget: bool) -> str:
+        """The identity `remove name` removes (refused: a skill of a bundle with others)."""
+        remembered = name in state.floors or name in state.bindings
+        if forget and remembered and name not in state.installed and not any(
+                name in item.current.skills for item in state.installed.values()):
+            return name
+        identity, by_skill = self._resolve(state, name)
+        skills = sorted(state.installed[identity].current.skills)
+        if by_skill and len(skills) > 1:
+            raise RefusedError(
+                f"{name!r} is one of the {len(skills)} skills of {identity} ({', '.join(skills)}); "
+                f"nothing was removed: acxfs removes whole bundles (acxfs remove {identity} "
+                "removes all of them)")
+        return identity
 
     # --- up / down -----------------------------------------------------------------------
 

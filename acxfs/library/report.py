@@ -49,6 +49,8 @@ def describe_library(library: Library) -> dict[str, object]:
         "failures": _items(status, "failures"),
         "floors": {k: {"version": f.version, "installedAt": f.installed_at}
                    for k, f in sorted(state.floors.items())},
+        "publishers": {k: {"publisher": b.publisher, "keyid": b.keyid, "since": b.bound_at}
+                       for k, b in sorted(state.bindings.items())},
     }
 
 

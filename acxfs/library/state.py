@@ -79,11 +79,22 @@ class Floor:
     installed_at: str
 
 
+@dataclass(frozen=True)
+class Binding:
+    """Who an identity belongs to: the signed publisher, and the key, that installed it
+    (publisher continuity).  Kept across `remove` unless `--forget`, like the floor."""
+
+    publisher: str | None
+    keyid: str
+    bound_at: str
+
+
 @dataclass
 class LibraryState:
     trust_dir: str
     installed: dict[str, Installed] = field(default_factory=dict)  # by identity
     floors: dict[str, Floor] = field(default_factory=dict)  # by identity
+    bindings: dict[str, Binding] = field(default_factory=dict)  # by identity
 
     def revisions(self) -> list[Revision]:
         return [r for item in self.installed.values() for r in item.revisions()]
@@ -101,7 +112,8 @@ class LibraryState:
     def to_json(self) -> str:
         doc = {"schema": SCHEMA, "trustDir": self.trust_dir,
                "installed": {k: asdict(v) for k, v in sorted(self.installed.items())},
-               "floors": {k: asdict(v) for k, v in sorted(self.floors.items())}}
+               "floors": {k: asdict(v) for k, v in sorted(self.floors.items())},
+               "bindings": {k: asdict(v) for k, v in sorted(self.bindings.items())}}
         return json.dumps(doc, indent=2, sort_keys=True) + "\n"
 
     @classmethod
@@ -121,7 +133,8 @@ class LibraryState:
                 for identity, item in doc["installed"].items()
             }
             floors = {k: Floor(**f) for k, f in doc["floors"].items()}
-            return cls(str(doc["trustDir"]), installed, floors)
+            bindings = {k: Binding(**b) for k, b in doc.get("bindings", {}).items()}
+            return cls(str(doc["trustDir"]), installed, floors, bindings)
         except (ValueError, KeyError, TypeError, AttributeError) as exc:
             raise EnvironmentProblem(f"the library state {source} is damaged ({exc}); "
                                      "acxfs will not guess what is installed") from exc
