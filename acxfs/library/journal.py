@@ -139,9 +139,15 @@ class Intent:
     undo: Undo | None = None  # set once a step failed: the change is being undone
 
     def __post_init__(self) -> None:
+        """Temporary names are chosen here, when the change is written down (an intent
+        written before they were kept gets them now); ValueError unless one per step."""
         count = len(self.repoint) + len(self.remove) + len(self.make)
-        if len(self.temps) != count:
+        if not self.temps:
             self.temps = [safe_dirs._temp_name() for _ in range(count)]
+        if len(self.temps) != count or len(set(self.temps)) != count:
+            raise ValueError("not one temporary name for each link step")
+        if self.undo is not None and not 0 <= self.undo.done <= count:
+            raise ValueError(f"undo.done {self.undo.done} is not a number of steps")
 
     def steps(self) -> list[Step]:
         """Every link step in the order it is carried out: re-point, remove, make."""

@@ -2,8 +2,11 @@
 
 Invariant: every operation that changes the library runs under its lock, first finishes any
 change an earlier command left unfinished, checks everything it will need (bundles, trust,
-names, link places) before its first change, and then changes links and state only through
-one `journal.Intent`.  Links are made only after the daemon answered with the path it serves.
+the publisher and key an identity is bound to, skill names, served paths, link places; see
+`owners`) before its first change, and then changes links and state only through one
+`journal.Intent`, which undoes the change if an agent directory refuses a link step.  Links
+are made only after the daemon answered with the path it serves; a daemon is started only
+after what a dead or unreachable one left on the mountpoint was unmounted.
 """
 
 from __future__ import annotations
@@ -235,8 +238,8 @@ class Library:
     def _resolve(state: LibraryState, name: str) -> tuple[str, bool]:
         """The identity `name` names, and whether it named it by a skill.  `IDENTITY/` names
         an identity only; a name that is an identity and another bundle's skill is refused."""
-        if name.endswith("/") and name.rstrip("/") in state.installed:
-            return name.rstrip("/"), False
+        if name.endswith("/") and name.removesuffix("/") in state.installed:
+            return name.removesuffix("/"), False
         offering = sorted(i for i, item in state.installed.items() if name in item.current.skills)
         if name in state.installed:
             others = [i for i in offering if i != name]

@@ -65,7 +65,8 @@ def test_a_daemon_killed_with_sigkill_leaves_a_stale_mount_the_next_command_clea
     assert gone(pid)
     with pytest.raises(OSError) as stale:
         os.stat(data_dir() / "mnt")
-    assert stale.value.errno == errno.ENOTCONN  # the mount outlived its daemon
+    # The mount outlived its daemon (ECONNABORTED once the kernel aborted the connection).
+    assert stale.value.errno in (errno.ENOTCONN, errno.ECONNABORTED)
     if then == "add":
         result = acxfs("add", pack(tmp_path, PUBLISHER, "later", "1.0.0", "later-skill"))
     else:
