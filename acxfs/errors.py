@@ -89,6 +89,16 @@ class UnsafePathError(EnvironmentProblem):
     or an entry acxfs did not make where it would replace or remove one."""
 
 
+class AgentDirectoryError(EnvironmentProblem):
+    """An agent's skill directory refused a step of a library change (read-only, full, no
+    permission): the message names the directory and the system's reason."""
+
+    def __init__(self, directory: str, reason: str) -> None:
+        super().__init__(f"{directory}: {reason}")
+        self.directory = directory
+        self.reason = reason
+
+
 class DaemonDown(EnvironmentProblem):
     """No library daemon answers on its control socket."""
 

@@ -322,7 +322,7 @@ def test_up_in_the_foreground_while_the_daemon_runs_starts_no_second_one(
 
 
 @pytest.mark.parametrize("step", ["remove:intent", "remove:unlink", "remove:commit",
-                                  "remove:cleanup"])
+                                  "remove:cleanup", "remove_symlink_at:unlink"])
 def test_remove_killed_at_each_step_finishes_the_removal(tmp_path: Path, local_key: None,
                                                          step: str) -> None:
     cart = pack(tmp_path, "lambda-skill", "mu-skill", artifact="gone")
@@ -338,6 +338,8 @@ def test_remove_killed_at_each_step_finishes_the_removal(tmp_path: Path, local_k
             assert not (home() / d / "skills" / n).is_symlink()
     assert not list((data_dir() / "store").iterdir())
     assert listing()["bundles"] == []
+    for d in (".agents", ".claude"):  # nor a temporary entry a killed step made
+        assert os.listdir(home() / d / "skills") == []
 
 
 def test_identity_that_differs_from_the_signed_publisher_is_refused(

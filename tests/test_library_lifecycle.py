@@ -208,8 +208,8 @@ def test_same_version_with_another_manifest_is_refused(tmp_path: Path, local_key
     assert library_files() == before and agent_links() == links_before
 
 
-def test_same_release_resigned_with_another_trusted_key_is_accepted(tmp_path: Path,
-                                                                    local_key: None) -> None:
+def test_same_release_resigned_with_another_trusted_key_is_accepted_with_allow_key_change(
+        tmp_path: Path, local_key: None) -> None:
     rotated = tmp_path / "rotated.pem"
     made = acxfs("keygen", rotated)
     assert made.returncode == 0, made.stderr
@@ -223,7 +223,15 @@ def test_same_release_resigned_with_another_trusted_key_is_accepted(tmp_path: Pa
 
     assert acxfs("add", first).returncode == 0
     first_keyid = bundle()["keyid"]
-    result = acxfs("update", resigned)
+    before, links_before = library_files(), agent_links()
+    refused = acxfs("update", resigned)  # another key of the publisher: said, not silent
+    assert_one_line_refusal(
+        refused, rf"acxfs: error: {re.escape(IDENTITY)} is installed from publisher "
+                 rf"{re.escape(PUBLISHER)} with the key {re.escape(first_keyid)}; this file is "
+                 r"signed by another key \(ed25519:[0-9a-f]+\); --allow-key-change to accept "
+                 r"the new key")
+    assert library_files() == before and agent_links() == links_before
+    result = acxfs("update", resigned, "--allow-key-change")
     assert result.returncode == 0, result.stderr
     assert_linked_to(served_at("1.0.0", resigned), {"signed-skill"})
     doc = bundle()
@@ -331,7 +339,10 @@ def test_floor_survives_remove_and_goes_with_forget(tmp_path: Path, local_key: N
 
 
 UPDATE_STEPS = ["add:checked", "add:intent", "add:repoint", "add:unlink", "add:link",
-                "add:commit", "add:cleanup"]
+                "add:commit", "add:cleanup",
+                # inside one link step, while a temporary link exists beside the skill's
+                "replace_symlink_at:exchange", "replace_symlink_at:exchanged",
+                "remove_symlink_at:unlink"]
 
 
 @pytest.mark.parametrize("step", UPDATE_STEPS)
@@ -360,6 +371,7 @@ def test_update_killed_at_each_step_leaves_all_links_old_or_all_new(
     assert sorted((link["path"], link["target"]) for link in doc["links"]) == sorted(
         (str(link_path(a, s)), str(root / s)) for a in AGENT_DIRS for s in skills)
     assert not library_paths().intent.exists()
+    assert agent_links() == {link["path"]: link["target"] for link in doc["links"]}  # no temp
 
 
 def test_two_updates_racing_finish_cleanly_and_one_wins(tmp_path: Path,

@@ -25,6 +25,10 @@ def _project_option(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--project", metavar="DIR", help=_PROJECT_HELP)
 
 
+_KEY_CHANGE_HELP = ("accept a bundle signed by another key of the publisher its identity was "
+                    "installed from (the identity is bound to the new key from then on)")
+
+
 def add_commands(subs: SubParsers) -> None:
     p = add_command(
         subs, "add", "install signed bundles into the skills library, for every agent",
@@ -41,6 +45,7 @@ def add_commands(subs: SubParsers) -> None:
     p.add_argument("--allow-downgrade", action="store_true",
                    help="install a version below the highest one ever installed, or another "
                    "release under a version number already installed")
+    p.add_argument("--allow-key-change", action="store_true", help=_KEY_CHANGE_HELP)
     p = add_command(subs, "update", "install newer versions of installed bundles (links "
                     "re-pointed in one rename each; the previous revision kept)",
                     "acxfs update research-1.3.0.acx\n"
@@ -49,6 +54,7 @@ def add_commands(subs: SubParsers) -> None:
     p.add_argument("bundles", nargs="+", metavar="BUNDLE")
     p.add_argument("--allow-downgrade", action="store_true",
                    help="allow a version below the floor, or another release under one number")
+    p.add_argument("--allow-key-change", action="store_true", help=_KEY_CHANGE_HELP)
     p = add_command(subs, "revert", "serve the previous revision of installed bundles again",
                     "acxfs revert io.github.me/research", cmd_revert)
     p.add_argument("names", nargs="+", metavar="IDENTITY|SKILL")
@@ -63,7 +69,8 @@ def add_commands(subs: SubParsers) -> None:
     _project_option(p)
     p.add_argument("names", nargs="*", metavar="IDENTITY|SKILL")
     p.add_argument("--forget", action="store_true",
-                   help="also forget the version floor (a later add may install any version)")
+                   help="also forget the version floor and the publisher the identity is bound "
+                   "to (a later add may install any version, from any publisher)")
     p = add_command(subs, "up", "start the library daemon (every installed bundle, checked)",
                     "acxfs up\n  acxfs up -f          # in the foreground (a service)", cmd_up)
     p.add_argument("-f", "--foreground", action="store_true", help="serve in the foreground")
@@ -93,7 +100,8 @@ def cmd_add(args: argparse.Namespace) -> int:
     if args.project is not None:
         return Projects(_library()).add(args.project, args.bundles, args.agent,
                                         allow_downgrade=args.allow_downgrade)
-    return _library().add(args.bundles, args.agent, allow_downgrade=args.allow_downgrade)
+    return _library().add(args.bundles, args.agent, allow_downgrade=args.allow_downgrade,
+                          allow_key_change=args.allow_key_change)
 
 
 def cmd_update(args: argparse.Namespace) -> int:
@@ -101,7 +109,7 @@ def cmd_update(args: argparse.Namespace) -> int:
         return Projects(_library()).add(args.project, args.bundles, None,
                                         allow_downgrade=args.allow_downgrade, update_only=True)
     return _library().add(args.bundles, None, allow_downgrade=args.allow_downgrade,
-                          update_only=True)
+                          update_only=True, allow_key_change=args.allow_key_change)
 
 
 def cmd_sync(args: argparse.Namespace) -> int:

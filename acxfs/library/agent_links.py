@@ -3,7 +3,11 @@
 Invariant: acxfs creates a link only where nothing exists, re-points or removes only a link
 whose target is the one it recorded, and never follows, replaces or writes into anything it
 did not make.  A refusal is returned as one line naming the path; the caller decides whether
-that stops the command (before a change) or is reported (while finishing one).
+that stops the command (before a change) or is reported (while finishing one).  A directory
+that refuses the step itself (read-only, full, no permission) raises `AgentDirectoryError`
+naming it, and the journal undoes the change.  A step that needs a temporary entry (a
+re-point, a removal) makes it under the name the journal chose and wrote down beforehand, so
+`clean_temp` can remove what a killed step left.
 """
 
 from __future__ import annotations
@@ -15,7 +19,7 @@ import stat
 from collections.abc import Iterator
 from pathlib import Path
 
-from acxfs.errors import EnvironmentProblem, UnsafePathError
+from acxfs.errors import AgentDirectoryError, EnvironmentProblem, UnsafePathError
 from acxfs.library.state import Link
 from acxfs.safe import dirs as safe_dirs
 from acxfs.safe import links as safe_links
@@ -69,44 +73,104 @@ def conflict(link: Link) -> str | None:
     return f"{link.path} already exists and acxfs did not make it"
 
 
-def make(link: Link) -> str | None:
+@contextlib.contextmanager
+def _refusals(directory: str) -> Iterator[None]:
+    """A failure of the system in `directory` (read-only, full, no permission) as one
+    AgentDirectoryError naming it; a missing entry or directory is left to the caller."""
     try:
-        with _directory(Path(link.directory), create=True) as fd:
+        yield
+    except (FileNotFoundError, AgentDirectoryError):
+        raise
+    except OSError as exc:
+        raise AgentDirectoryError(directory, exc.strerror or str(exc)) from exc
+
+
+def make(link: Link, create: bool = True) -> str | None:
+    """Make the link where nothing is (its directory too, with `create`)."""
+    try:
+        with _refusals(link.directory), _directory(Path(link.directory), create) as fd:
             try:
                 safe_links.symlink_new_at(fd, link.name, link.target)
             except FileExistsError:
                 if _current(fd, link.name) != link.target:
                     return f"{link.path} already exists and acxfs did not make it; left alone"
+    except FileNotFoundError:  # only without `create`: its directory is gone
+        return None
     except UnsafePathError as exc:  # the way to it changed since the change was checked
         return f"{exc}; left alone"
     return None
 
 
-def repoint(old: Link, new: Link) -> str | None:
-    """Re-point `old` to `new.target` in one rename: a reader sees one tree or the other."""
+def repoint(old: Link, new: Link, temp: str | None = None) -> str | None:
+    """Re-point `old` to `new.target` in one rename: a reader sees one tree or the other.
+    `temp`: the temporary name to make the new link under (written down beforehand)."""
     try:
-        with _directory(Path(old.directory), create=False) as fd:
+        with _refusals(old.directory), _directory(Path(old.directory), create=False) as fd:
             if _current(fd, old.name) == new.target:
                 return None
-            safe_links.replace_symlink_at(fd, old.name, new.target, expect_old=old.target)
-    except FileNotFoundError:
+            safe_links.replace_symlink_at(fd, old.name, new.target, expect_old=old.target,
+                                          temp_name=temp)
+    except (FileNotFoundError, NotADirectoryError):
         return f"{old.path} is gone (its directory was removed); left alone"
     except UnsafePathError:
         return f"{old.path} was changed by hand; left alone"
     return None
 
 
-def remove(link: Link) -> str | None:
+def remove(link: Link, temp: str | None = None) -> str | None:
+    """Remove the link acxfs made (moved aside to `temp` first, when given)."""
     try:
-        with _directory(Path(link.directory), create=False) as fd:
+        with _refusals(link.directory), _directory(Path(link.directory), create=False) as fd:
             if _current(fd, link.name) is None:
                 return None
-            safe_links.remove_symlink_at(fd, link.name, expect_target=link.target)
-    except FileNotFoundError:
+            safe_links.remove_symlink_at(fd, link.name, expect_target=link.target,
+                                         aside_name=temp)
+    except (FileNotFoundError, NotADirectoryError):
         return None
     except UnsafePathError:
         return f"{link.path} was changed by hand; left alone"
     return None
+
+
+# --- undoing a change: each step back only where the step's own link is ----------------------
+
+
+def _holds(link: Link, target: str) -> bool:
+    """Whether the link acxfs made at `link.path` points to `target` now."""
+    try:
+        with _refusals(link.directory), _directory(Path(link.directory), create=False) as fd:
+            return _current(fd, link.name) == target
+    except (FileNotFoundError, NotADirectoryError, UnsafePathError):
+        return False
+
+
+def unmake(link: Link, temp: str) -> str | None:
+    """Undo `make(link)`: remove the link if it is there (nothing else is touched)."""
+    return remove(link, temp) if _holds(link, link.target) else None
+
+
+def unrepoint(old: Link, new: Link, temp: str) -> str | None:
+    """Undo `repoint(old, new)`: back to `old.target` if the link points to `new.target`."""
+    return repoint(new, old, temp) if _holds(new, new.target) else None
+
+
+def unremove(link: Link) -> str | None:
+    """Undo `remove(link)`: make the link again where nothing is (in its directory only if
+    that is still there)."""
+    return make(link, create=False)
+
+
+def clean_temp(directory: str, temp: str, targets: set[str]) -> None:
+    """Remove what a killed step left at the temporary name `temp` in `directory`: only a link
+    to one of `targets` (the step's own link, or the one it replaced)."""
+    try:
+        with _refusals(directory), _directory(Path(directory), create=False) as fd:
+            found = _current(fd, temp)
+            if found and found in targets:
+                os.unlink(temp, dir_fd=fd)
+                safe_dirs.fsync_dir(fd)
+    except (FileNotFoundError, NotADirectoryError, UnsafePathError):
+        return
 
 
 def state_of(link: Link) -> str:

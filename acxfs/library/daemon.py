@@ -1,18 +1,24 @@
 """The library daemon: one FUSE mount serving every installed bundle at its immutable path.
 
-Invariant: a bundle is served only after this process itself checked its store file
-(structure, signature, trust against the trust store as it is now, identity and skills as the
-library recorded them); from then on every byte is verified when read, as in any acxfs mount.
-A bundle that fails its check is not served and the reason is kept for `acxfs list`.  The
-daemon takes changes only over its control channel (`control.py`), from its owner.
+Invariant: a bundle is served only after this process itself checked its store file (its
+sha256 against the digest its name records, structure, signature, trust against the trust
+store as it is now, identity, signed release and skills as the library recorded them), and
+only at a path that nests with no other served bundle's; from then on every byte is verified
+when read, as in any acxfs mount.  A bundle that fails its check is not served and the reason
+is kept for `acxfs list`.  The daemon takes changes only over its control channel
+(`control.py`), from its owner.  A daemon whose control socket is gone, or the stale mount of
+one that died, is found by its mount (`orphan`) and unmounted by `down` and before `up`
+starts a new one.
 """
 
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import os
 import re
 import threading
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -27,7 +33,9 @@ from acxfs.library.state import LibraryState, Revision, load_state
 from acxfs.limits import DEFAULT_LIMITS
 from acxfs.mount import lifecycle
 from acxfs.mount.operations import AcxOperations
+from acxfs.mount.records import read_state
 from acxfs.mount.router import Mounted
+from acxfs.mount.table import canonical, live_mounts
 from acxfs.paths import LibraryPaths
 from acxfs.trust.policy import TrustContext
 from acxfs.trust.store import load_trust
@@ -39,6 +47,9 @@ EXPIRY_RECHECK = 3600.0  # seconds between re-checks of key expiry and revocatio
 # longer served (its bundle removed, or its signer no longer trusted) is forgotten by the
 # kernel within a minute even if it was read before.  Contents never change under a path.
 KERNEL_CACHE = {"negative_timeout": 0, "entry_timeout": 60, "attr_timeout": 60}
+START_LINE = re.compile(r"^\S+ \[(\d+)\] start: library ")  # records.log_line's form
+LOG_TAIL = 1024 * 1024
+HASH_CHUNK = 1024 * 1024  # bytes of the log read back for the last start
 
 
 @dataclass
@@ -74,7 +85,29 @@ class LibraryDaemon:
         prefix = f"{identity.name}/{identity.version}-{match.group(1)[:12]}"
         if expected is not None and (expected.prefix, expected.skills) != (prefix, skills):
             raise AcxfsError("the store file no longer matches what was installed")
+        if expected is not None and identity.release != expected.manifest:
+            raise AcxfsError(f"the store file is another signed release ({identity.release}) "
+                             f"than the one installed ({expected.manifest})")
         return prefix
+
+    def _digest_check(self, file: str) -> tuple[int, int]:
+        """The store file's sha256 must be the digest its name records (the one `acxfs list`
+        shows); the (device, inode) of the file hashed."""
+        match = STORE_NAME.fullmatch(file)
+        if match is None:
+            raise AcxfsError(f"{file!r} is not a store file name")
+        fd = os.open(self.paths.store / file, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+        try:
+            hasher = hashlib.sha256()
+            while piece := os.read(fd, HASH_CHUNK):
+                hasher.update(piece)
+            info = os.fstat(fd)
+        finally:
+            os.close(fd)
+        if hasher.hexdigest() != match.group(1):
+            raise AcxfsError(f"the store file's sha256 is {hasher.hexdigest()}, not the digest "
+                             "it was installed with: it was replaced or changed since")
+        return info.st_dev, info.st_ino
 
     def recheck(self, file: str, trust: TrustContext, expected: Revision | None) -> str:
         """Check the store file again without opening it to serve (a bundle already served
@@ -86,11 +119,15 @@ class LibraryDaemon:
                       expected: Revision | None) -> Mounted:
         """The store file, checked once now, as a source ready to serve at its prefix."""
         path = str(self.paths.store / file)
+        hashed = self._digest_check(file)
         try:
             source, report = formats.open_source(path, trust, self.cache, min_trust="verified")
         except UntrustedError as exc:
             raise AcxfsError(exc.verdict.line) from exc
         try:
+            info = os.stat(path, follow_symlinks=False)
+            if (info.st_dev, info.st_ino) != hashed:
+                raise AcxfsError("the store file was replaced while it was checked")
             prefix = self._prefix(file, report, expected)
             identity = formats.identity(report)
             # Shown no older than the install: an agent that polls mtimes (Claude Code)
@@ -103,6 +140,14 @@ class LibraryDaemon:
                        f"{identity.name} {identity.version}", min_mtime_ns=installed)
 
     def _attach(self, mounted: Mounted, file: str) -> None:
+        """Serve `mounted` (AcxfsError, and it is closed, if its path would nest with one
+        served already)."""
+        for other in self.served:
+            if other == mounted.prefix or other.startswith(mounted.prefix + "/") or \
+                    mounted.prefix.startswith(other + "/"):
+                mounted.source.close()
+                raise AcxfsError(f"its path {mounted.prefix} would nest with the path {other} "
+                                 "of another bundle")
         if self.ops is not None:
             self.ops.attach(mounted.prefix, mounted)
         self.served[mounted.prefix] = mounted
@@ -121,7 +166,7 @@ class LibraryDaemon:
         for rev in state.revisions():
             try:
                 self._attach(self.open_revision(rev.file, trust, rev), rev.file)
-            except (AcxfsError, OSError) as exc:
+            except (AcxfsError, OSError, ValueError) as exc:
                 self.refused[rev.prefix] = str(exc)
         return list(self.served.values())
 
@@ -144,7 +189,7 @@ class LibraryDaemon:
                     self.recheck(rev.file, trust, rev)  # still good: keep the one serving
                 else:
                     self._attach(self.open_revision(rev.file, trust, rev), rev.file)
-            except (AcxfsError, OSError) as exc:
+            except (AcxfsError, OSError, ValueError) as exc:
                 self._detach(prefix)
                 self.refused[prefix] = str(exc)
 
@@ -170,7 +215,7 @@ class LibraryDaemon:
             if op in (Op.SYNC, Op.RELOAD):
                 self.sync(recheck=op == Op.RELOAD)
                 return self.status()
-        except (AcxfsError, OSError) as exc:
+        except (AcxfsError, OSError, ValueError) as exc:  # ValueError: the tree refused it
             return {"ok": False, "error": str(exc)}
         return {"ok": False, "error": f"unknown request {op!r}"}
 
@@ -209,6 +254,69 @@ def running(paths: LibraryPaths) -> bool:
         return False
 
 
+@dataclass(frozen=True)
+class Orphan:
+    """A library mount no control socket reaches: a daemon that lost its socket (`pid`
+    alive) or the stale mount of one that died (`pid` None)."""
+
+    pid: int | None
+
+    def describe(self) -> str:
+        if self.pid is not None:
+            return f"a library daemon (pid {self.pid}) that had lost its control socket"
+        return "the stale mount of a library daemon that had died"
+
+
+def orphan(paths: LibraryPaths) -> Orphan | None:
+    """The library's mount when no daemon answers on its socket (None: nothing mounted)."""
+    point = canonical(str(paths.mnt))
+    if not any(mp == point for _, mp in live_mounts()) or running(paths):
+        return None
+    return Orphan(_daemon_pid(paths))
+
+
+def _daemon_pid(paths: LibraryPaths) -> int | None:
+    """The live process serving the library's mount, by its mount record or its log, and
+    only if /proc shows it is this user's and holds a FUSE connection."""
+    record = read_state(str(paths.mnt))
+    candidates = [record.pid] if record is not None else []
+    candidates += reversed(_started_pids(paths.log))
+    for pid in candidates:
+        if lifecycle.alive(pid) and _holds_fuse(pid):
+            return pid
+    return None
+
+
+def _started_pids(log: Path) -> list[int]:
+    """The pids the library's log says started the library's mount, oldest first."""
+    try:
+        with open(log, "rb") as handle:
+            lines = handle.read()[-LOG_TAIL:].decode("utf-8", "replace").splitlines()
+    except OSError:
+        return []
+    return [int(m.group(1)) for m in map(START_LINE.search, lines) if m]
+
+
+def _holds_fuse(pid: int) -> bool:
+    try:
+        if os.stat(f"/proc/{pid}").st_uid != os.geteuid():
+            return False
+        fds = os.listdir(f"/proc/{pid}/fd")
+    except OSError:
+        return False
+    for fd in fds:
+        with contextlib.suppress(OSError):
+            if os.readlink(f"/proc/{pid}/fd/{fd}") == "/dev/fuse":
+                return True
+    return False
+
+
+def _wait_gone(pid: int | None, timeout: float = 5.0) -> None:
+    deadline = time.monotonic() + timeout
+    while pid is not None and lifecycle.alive(pid) and time.monotonic() < deadline:
+        time.sleep(0.02)
+
+
 def start(paths: LibraryPaths, state: LibraryState, foreground: bool,
           say: Callable[[str], None], on_live: Callable[[], None] | None = None) -> int:
     """Check every bundle, mount the library and serve it (returns once live, or, in the
@@ -231,9 +339,11 @@ def start(paths: LibraryPaths, state: LibraryState, foreground: bool,
     return lifecycle.mount(plan)
 
 
-def stop(paths: LibraryPaths) -> str:
-    """Unmount the library; the daemon exits, and its socket goes with it."""
+def stop(paths: LibraryPaths, pid: int | None = None) -> str:
+    """Unmount the library (a live daemon's mount or a dead one's stale mount); the daemon
+    (`pid`, when known) exits, and its socket goes with it."""
     said = lifecycle.umount(str(paths.mnt))
+    _wait_gone(pid)
     if not running(paths):
         with contextlib.suppress(FileNotFoundError):
             os.unlink(paths.socket)

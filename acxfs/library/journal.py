@@ -2,11 +2,16 @@
 
 Invariant: the library changes only under `locked`; a change of more than one step is
 written down whole (`Intent`: the links to make, re-point and remove, the state to commit,
-the store files to delete, a project's exclude lines and lock) and synced before its first
-step, and every step is idempotent, so `recover` can always carry an interrupted change to
-its end.  A change killed before its intent was written left the old library (an unrecorded
-store file is removed as an orphan); one killed after it is finished by the next command or
-`acxfs up`.
+the store files to delete, the temporary name each link step may use, a project's exclude
+lines and lock) and synced before its first step, and every step is idempotent, so `recover`
+can always carry an interrupted change to its end.  A change killed before its intent was
+written left the old library (an unrecorded store file is removed as an orphan); one killed
+after it is finished by the next command or `acxfs up`.  A link step an agent directory
+refuses (read-only, full) turns the change around: the intent is marked undone and the steps
+taken are taken back, newest first, before the state is committed, so agents see the old
+library or the new one, never a mix; a kill while undoing is undone again by the next
+command.  Temporary entries a killed step left in an agent directory are removed by the
+names the intent gave them.
 """
 
 from __future__ import annotations
@@ -15,17 +20,20 @@ import contextlib
 import fcntl
 import json
 import os
+import re
 from collections.abc import Callable, Iterator
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
-from acxfs.errors import EnvironmentProblem
+from acxfs.errors import AgentDirectoryError, EnvironmentProblem
 from acxfs.library import agent_links, git_exclude, lockfile
 from acxfs.library.state import LibraryState, Link, load_state, save_state, write_private
 from acxfs.paths import LibraryPaths
+from acxfs.safe import links as safe_links
 from acxfs.safe import strict_json
 
 FaultHook = Callable[[str], None]
+TEMP_NAME = re.compile(r"\.acxfs-[0-9a-f]{16}\.tmp")
 
 
 def _no_fault(step: str) -> None:
@@ -34,7 +42,8 @@ def _no_fault(step: str) -> None:
 
 fault_point: FaultHook = _no_fault
 """Called at each step boundary with the step's name; tests replace it (through the
-ACXFS_TEST_KILL_AT variable, below) to kill the command there."""
+ACXFS_TEST_KILL_AT variable, below) to kill the command there, also inside one link step
+(`acxfs.safe.links.on_checkpoint`: e.g. `replace_symlink_at:exchange`)."""
 
 
 def _env_fault(step: str) -> None:
@@ -44,6 +53,7 @@ def _env_fault(step: str) -> None:
 
 if os.environ.get("ACXFS_TEST_KILL_AT"):
     fault_point = _env_fault
+    safe_links.on_checkpoint(_env_fault)
 
 
 @contextlib.contextmanager
@@ -79,9 +89,61 @@ class ProjectFiles:
     lock_new: str | None = None
 
 
+@dataclass(frozen=True)
+class Step:
+    """One link step of an intent, with the temporary name it may use in its directory."""
+
+    kind: str  # "repoint" (old -> new), "remove" (old) or "make" (new)
+    old: Link | None
+    new: Link | None
+    temp: str
+
+    @property
+    def directory(self) -> str:
+        link = self.old or self.new
+        assert link is not None
+        return link.directory
+
+    @property
+    def fault(self) -> str:
+        return {"repoint": "repoint", "remove": "unlink", "make": "link"}[self.kind]
+
+    def targets(self) -> set[str]:
+        return {link.target for link in (self.old, self.new) if link is not None}
+
+    def forward(self) -> str | None:
+        if self.kind == "repoint":
+            assert self.old is not None and self.new is not None
+            return agent_links.repoint(self.old, self.new, self.temp)
+        if self.kind == "remove":
+            assert self.old is not None
+            return agent_links.remove(self.old, self.temp)
+        assert self.new is not None
+        return agent_links.make(self.new)
+
+    def backward(self) -> str | None:
+        if self.kind == "repoint":
+            assert self.old is not None and self.new is not None
+            return agent_links.unrepoint(self.old, self.new, self.temp)
+        if self.kind == "remove":
+            assert self.old is not None
+            return agent_links.unremove(self.old)
+        assert self.new is not None
+        return agent_links.unmake(self.new, self.temp)
+
+
+@dataclass
+class Undo:
+    """A change whose link step failed, being taken back: its first `done` steps, in reverse."""
+
+    done: int
+    failure: str  # the step's failure: the agent directory and the system's reason
+
+
 @dataclass
 class Intent:
-    """A change written down before its first step."""
+    """A change written down before its first step (with the temporary name each step may use
+    in an agent directory, so whatever a kill leaves there is known and removed)."""
 
     op: str
     make: list[Link] = field(default_factory=list)
@@ -90,13 +152,34 @@ class Intent:
     state: str = ""  # the LibraryState to commit, as JSON
     delete_files: list[str] = field(default_factory=list)  # store file names, after the commit
     project: ProjectFiles | None = None  # a project's exclude lines and lock
+    temps: list[str] = field(default_factory=list)  # one per step, in the order of `steps`
+    undo: Undo | None = None  # set once a step failed: the change is being undone
+
+    def __post_init__(self) -> None:
+        """Temporary names are chosen here, when the change is written down (an intent
+        written before they were kept gets them now); ValueError unless one per step."""
+        count = len(self.repoint) + len(self.remove) + len(self.make)
+        if not self.temps:
+            self.temps = [safe_links.fresh_temp_name() for _ in range(count)]
+        if len(self.temps) != count or len(set(self.temps)) != count:
+            raise ValueError("not one temporary name for each link step")
+        if self.undo is not None and not 0 <= self.undo.done <= count:
+            raise ValueError(f"undo.done {self.undo.done} is not a number of steps")
+
+    def steps(self) -> list[Step]:
+        """Every link step in the order it is carried out: re-point, remove, make."""
+        steps = [Step("repoint", old, new, "") for old, new in self.repoint]
+        steps += [Step("remove", link, None, "") for link in self.remove]
+        steps += [Step("make", None, link, "") for link in self.make]
+        return [replace(step, temp=temp) for step, temp in zip(steps, self.temps, strict=True)]
 
     def to_json(self) -> str:
         return json.dumps({
             "op": self.op, "make": [asdict(x) for x in self.make],
             "repoint": [[asdict(a), asdict(b)] for a, b in self.repoint],
             "remove": [asdict(x) for x in self.remove], "state": self.state,
-            "deleteFiles": self.delete_files,
+            "deleteFiles": self.delete_files, "temps": self.temps,
+            "undo": None if self.undo is None else asdict(self.undo),
             "project": None if self.project is None else asdict(self.project),
         }, indent=1) + "\n"
 
@@ -105,11 +188,14 @@ class Intent:
         doc = strict_json.loads(text)
         if not isinstance(doc, dict):
             raise ValueError("not an object")
+        undo = doc.get("undo")
         return cls(
             op=str(doc["op"]), make=[Link(**x) for x in doc["make"]],
             repoint=[(Link(**a), Link(**b)) for a, b in doc["repoint"]],
             remove=[Link(**x) for x in doc["remove"]], state=str(doc["state"]),
             delete_files=[str(f) for f in doc["deleteFiles"]],
+            temps=[_temp(t) for t in doc.get("temps", [])],
+            undo=None if undo is None else Undo(int(undo["done"]), str(undo["failure"])),
             project=_project_files(doc.get("project")),
         )
 
@@ -132,31 +218,55 @@ def _text_or_none(value: object) -> str | None:
     return value
 
 
+def _temp(name: object) -> str:
+    """A temporary name of acxfs's own form (never a path, never another entry's name)."""
+    if not isinstance(name, str) or not TEMP_NAME.fullmatch(name):
+        raise ValueError(f"{name!r} is not a temporary name of acxfs")
+    return name
+
+
 @dataclass
 class Outcome:
-    """What carrying out an intent met: links it left alone because they were not acxfs's."""
+    """What carrying out an intent met: links it left alone because they were not acxfs's,
+    and, for a change that was undone, why."""
 
     skipped: list[str] = field(default_factory=list)
+    undone: str | None = None
 
 
 def carry_out(paths: LibraryPaths, intent: Intent, sync_daemon: Callable[[], None]) -> Outcome:
-    """Write the intent, then do every step of it, then forget it."""
+    """Write the intent, then do every step of it, then forget it.  A link step an agent
+    directory refuses undoes the change (EnvironmentProblem naming the directory)."""
     write_private(paths.intent, intent.to_json())
     fault_point(f"{intent.op}:intent")
-    return _finish(paths, intent, sync_daemon)
+    outcome = _finish(paths, intent, sync_daemon, first=True)
+    if outcome.undone is not None:
+        raise EnvironmentProblem(f"{outcome.undone}; nothing was changed (the change was "
+                                 "undone in every agent directory)")
+    return outcome
 
 
-def _finish(paths: LibraryPaths, intent: Intent, sync_daemon: Callable[[], None]) -> Outcome:
+def _finish(paths: LibraryPaths, intent: Intent, sync_daemon: Callable[[], None],
+            first: bool = False) -> Outcome:
+    if intent.undo is not None:
+        return _undo(paths, intent, sync_daemon)
     outcome = Outcome()
-    for old, new in intent.repoint:
-        _step(outcome, agent_links.repoint(old, new))
-        fault_point(f"{intent.op}:repoint")
-    for link in intent.remove:
-        _step(outcome, agent_links.remove(link))
-        fault_point(f"{intent.op}:unlink")
-    for link in intent.make:
-        _step(outcome, agent_links.make(link))
-        fault_point(f"{intent.op}:link")
+    steps = intent.steps()
+    taken = 0
+    try:
+        _clean_temps(steps)
+        for step in steps:
+            taken += 1
+            _step(outcome, step.forward())
+            fault_point(f"{intent.op}:{step.fault}")
+        _clean_temps(steps)
+    except AgentDirectoryError as exc:
+        # In the first run exactly the steps up to this one were taken; a change finished
+        # after a crash may have taken any of them.
+        intent.undo = Undo(taken if first else len(steps), str(exc))
+        write_private(paths.intent, intent.to_json())
+        fault_point(f"{intent.op}:undo-intent")
+        return _undo(paths, intent, sync_daemon)
     if intent.project is not None:
         _project_step(outcome, intent.op, intent.project)
     save_state(paths.state, LibraryState.from_json(intent.state, paths.intent))
@@ -180,6 +290,37 @@ def _project_step(outcome: Outcome, op: str, files: ProjectFiles) -> None:
         old = None if files.lock_old is None else files.lock_old.encode()
         _step(outcome, lockfile.replace(Path(files.project), old, files.lock_new.encode()))
         fault_point(f"{op}:lock")
+
+
+def _undo(paths: LibraryPaths, intent: Intent, sync_daemon: Callable[[], None]) -> Outcome:
+    """Take the first `undo.done` steps back, newest first, and keep the state as it was; the
+    store files only this change brought are orphans then (AgentDirectoryError, the intent
+    kept, when a directory refuses a step back too)."""
+    assert intent.undo is not None
+    outcome = Outcome(undone=intent.undo.failure)
+    steps = intent.steps()
+    try:
+        _clean_temps(steps)
+        for step in reversed(steps[:intent.undo.done]):
+            _step(outcome, step.backward())
+            fault_point(f"{intent.op}:undo")
+        _clean_temps(steps)
+    except AgentDirectoryError as exc:  # the intent stays: the next command goes on undoing
+        raise AgentDirectoryError(
+            exc.directory, f"{exc.reason}; acxfs {intent.op} failed ({intent.undo.failure}) "
+            "and cannot be undone there yet: the next acxfs command finishes undoing it once "
+            "that directory can be written") from exc
+    _remove_orphans(paths)
+    sync_daemon()  # it drops what it loaded for the change
+    fault_point(f"{intent.op}:undone")
+    with contextlib.suppress(FileNotFoundError):
+        os.unlink(paths.intent)
+    return outcome
+
+
+def _clean_temps(steps: list[Step]) -> None:
+    for step in steps:
+        agent_links.clean_temp(step.directory, step.temp, step.targets())
 
 
 def _step(outcome: Outcome, refusal: str | None) -> None:

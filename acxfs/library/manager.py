@@ -2,8 +2,11 @@
 
 Invariant: every operation that changes the library runs under its lock, first finishes any
 change an earlier command left unfinished, checks everything it will need (bundles, trust,
-names, link places) before its first change, and then changes links and state only through
-one `journal.Intent`.  Links are made only after the daemon answered with the path it serves.
+the publisher and key an identity is bound to, skill names, served paths, link places; see
+`owners`) before its first change, and then changes links and state only through one
+`journal.Intent`, which undoes the change if an agent directory refuses a link step.  Links
+are made only after the daemon answered with the path it serves; a daemon is started only
+after what a dead or unreachable one left on the mountpoint was unmounted.
 """
 
 from __future__ import annotations
@@ -14,8 +17,15 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from acxfs.errors import AcxfsError, DaemonDown, EnvironmentProblem, RefusedError, UntrustedError
-from acxfs.library import agent_links, agents, daemon, journal, project_plan, versions
+from acxfs.errors import (
+    AcxfsError,
+    AgentDirectoryError,
+    DaemonDown,
+    EnvironmentProblem,
+    RefusedError,
+    UntrustedError,
+)
+from acxfs.library import agent_links, agents, daemon, journal, owners, project_plan, versions
 from acxfs.library.bundles import Checked, import_bundle
 from acxfs.library.control import ControlClient
 from acxfs.library.plan import Plan
@@ -67,17 +77,29 @@ class Library:
         with contextlib.suppress(DaemonDown):
             ControlClient(self.paths.socket).sync()
 
-    def recover(self) -> None:
-        outcome = journal.recover(self.paths, self._sync)
-        if outcome is not None:
+    def recover(self, tolerant: bool = False) -> None:
+        """Finish (or finish undoing) the change an earlier command left; `tolerant`: one that
+        cannot be finished now is a note, not an error (for commands that only read)."""
+        try:
+            outcome = journal.recover(self.paths, self._sync)
+        except AgentDirectoryError as exc:
+            if not tolerant:
+                raise
+            self.note(printable(f"acxfs: note: {exc}"))
+            return
+        if outcome is not None and outcome.undone is not None:
+            self.note(printable("acxfs: note: undid a library change an earlier command could "
+                                f"not finish ({outcome.undone})"))
+        elif outcome is not None:
             self.note("acxfs: note: finished a library change an earlier command left unfinished")
-            for line in outcome.skipped:
-                self.note(printable(f"acxfs: note: {line}"))
+        for line in outcome.skipped if outcome is not None else []:
+            self.note(printable(f"acxfs: note: {line}"))
 
     # --- add, update, revert -------------------------------------------------------------
 
     def add(self, files: list[str], agent_names: list[str] | None,
-            allow_downgrade: bool = False, update_only: bool = False) -> int:
+            allow_downgrade: bool = False, update_only: bool = False,
+            allow_key_change: bool = False) -> int:
         """Install each bundle, or update the installed revision of its identity."""
         with journal.locked(self.paths):
             self.recover()
@@ -89,10 +111,11 @@ class Library:
             try:
                 for file in files:
                     checked.append(self._check_new(file, state, trust, checked, update_only,
-                                                   allow_downgrade))
+                                                   allow_downgrade, allow_key_change))
                 plan = Plan.of(state)
                 for c in checked:
                     plan.install(c.revision, directories, self.paths.mnt)
+                owners.check_skills(plan.before, plan.after)
                 self._refuse_conflicts(plan)
                 journal.fault_point("add:checked")
                 loading = True
@@ -129,6 +152,7 @@ class Library:
             plan = Plan.of(state)
             for identity in identities:
                 plan.revert(identity, self.paths.mnt)
+            owners.check_skills(plan.before, plan.after)
             self._refuse_conflicts(plan)
             self._serve([plan.after.installed[i].current for i in identities], state)
             outcome = journal.carry_out(self.paths, plan.intent("revert"),
@@ -162,7 +186,8 @@ class Library:
                 exit_code=exc.verdict.exit_code) from exc
 
     def _check_new(self, file: str, state: LibraryState, trust: TrustContext,
-                   earlier: list[Checked], update_only: bool, allow_downgrade: bool) -> Checked:
+                   earlier: list[Checked], update_only: bool, allow_downgrade: bool,
+                   allow_key_change: bool) -> Checked:
         result = self.import_verified(file, trust)
         rev = result.revision
         try:
@@ -173,6 +198,12 @@ class Library:
                 raise RefusedError(f"{file}: {rev.identity} is not installed (acxfs add it)")
             if installed is not None and installed.current.digest == rev.digest:
                 raise RefusedError(f"{file}: {rev.identity} {rev.version} is installed already")
+            owners.check_publisher(rev, state, allow_key_change)
+            try:
+                owners.check_paths(rev.identity, [*state.installed,
+                                                  *(c.revision.identity for c in earlier)])
+            except RefusedError as exc:
+                raise RefusedError(f"{file}: {exc}") from exc
             versions.check_floor(rev, installed, state.floors.get(rev.identity),
                                  allow_downgrade)
             for skill in rev.skills:
@@ -190,6 +221,7 @@ class Library:
     def _serve(self, revisions: list[Revision], state: LibraryState) -> None:
         """Have the daemon (started when needed) check and serve each revision."""
         if not daemon.running(self.paths):
+            self._clear_orphan()
             daemon.start(self.paths, state, foreground=False, say=lambda message: None)
         for rev in revisions:
             answer = ControlClient(self.paths.socket).load(rev.file)
@@ -204,39 +236,72 @@ class Library:
 
     def resolve(self, state: LibraryState, name: str) -> str:
         """The identity `name` names: an identity, or a skill of exactly one bundle."""
+        return self._resolve(state, name)[0]
+
+    @staticmethod
+    def _resolve(state: LibraryState, name: str) -> tuple[str, bool]:
+        """The identity `name` names, and whether it named it by a skill.  `IDENTITY/` names
+        an identity only; a name that is an identity and another bundle's skill is refused."""
+        if name.endswith("/") and name.removesuffix("/") in state.installed:
+            return name.removesuffix("/"), False
+        offering = sorted(i for i, item in state.installed.items() if name in item.current.skills)
         if name in state.installed:
-            return name
-        owners = [i for i, item in state.installed.items() if name in item.current.skills]
-        if len(owners) == 1:
-            return owners[0]
-        if owners:
+            others = [i for i in offering if i != name]
+            if others:
+                raise RefusedError(
+                    f"{name!r} names both the bundle {name} and a skill of {', '.join(others)}; "
+                    f"name the bundle as '{name}/', or the skill's bundle by its identity")
+            return name, False
+        if len(offering) == 1:
+            return offering[0], True
+        if offering:
             raise RefusedError(f"{name!r} names a skill of several bundles: "
-                               f"{', '.join(sorted(owners))}; name the bundle")
+                               f"{', '.join(offering)}; name the bundle")
         raise RefusedError(f"nothing installed is called {name!r} (see: acxfs list)")
 
     def remove(self, names: list[str], forget: bool = False) -> int:
+        """Remove bundles named by identity or by their only skill; with `forget`, their
+        floors and publisher bindings too (also of an identity no longer installed)."""
         with journal.locked(self.paths):
             self.recover()
             state = self.state()
-            identities = [self.resolve(state, name) for name in names]
+            identities = [self._removed(state, name, forget) for name in names]
             after = LibraryState(state.trust_dir, dict(state.installed), dict(state.floors),
-                                 state.projects)
+                                 projects=state.projects, bindings=dict(state.bindings))
             gone: list[Link] = []
             files: list[str] = []
             for identity in dict.fromkeys(identities):
-                item = after.installed.pop(identity)
-                gone.extend(item.links)
-                files.extend(r.file for r in item.revisions())
+                item = after.installed.pop(identity, None)
+                if item is not None:
+                    gone.extend(item.links)
+                    files.extend(r.file for r in item.revisions())
                 if forget:
                     after.floors.pop(identity, None)
+                    after.bindings.pop(identity, None)
             keep = after.store_files()
             intent = journal.Intent("remove", remove=gone, state=after.to_json(),
                                     delete_files=[f for f in files if f not in keep])
             outcome = journal.carry_out(self.paths, intent, self._sync)
         self._tell(outcome)
         for identity in dict.fromkeys(identities):
-            self.say(printable(f"removed {identity}"))
+            done = "removed" if identity in state.installed else "forgot the floor and publisher of"
+            self.say(printable(f"{done} {identity}"))
         return 0
+
+    def _removed(self, state: LibraryState, name: str, forget: bool) -> str:
+        """The identity `remove name` removes (refused: a skill of a bundle with others)."""
+        remembered = name in state.floors or name in state.bindings
+        if forget and remembered and name not in state.installed and not any(
+                name in item.current.skills for item in state.installed.values()):
+            return name
+        identity, by_skill = self._resolve(state, name)
+        skills = sorted(state.installed[identity].current.skills)
+        if by_skill and len(skills) > 1:
+            raise RefusedError(
+                f"{name!r} is one of the {len(skills)} skills of {identity} ({', '.join(skills)}); "
+                f"nothing was removed: acxfs removes whole bundles (acxfs remove {identity} "
+                "removes all of them)")
+        return identity
 
     # --- up / down -----------------------------------------------------------------------
 
@@ -255,7 +320,9 @@ class Library:
                                              f"{answer.get('error')}")
             elif running:  # with -f too: one daemon per library, and a service sees success
                 self.say(f"the library daemon already serves {self.paths.mnt}")
-            elif not foreground:
+            else:
+                self._clear_orphan()
+            if not running and not foreground:
                 daemon.start(self.paths, state, foreground=False, say=self.say)
             if running or not foreground:
                 self._reconcile(state)
@@ -307,10 +374,24 @@ class Library:
                     self.note(printable(f"acxfs: note: link {link.path} is {condition} "
                                         "(changed by hand: left as it is)"))
 
+    def _clear_orphan(self) -> None:
+        """Before a daemon starts: unmount what a dead daemon, or one without its control
+        socket, left on the library's mountpoint."""
+        found = daemon.orphan(self.paths)
+        if found is not None:
+            daemon.stop(self.paths, found.pid)
+            self.note(f"acxfs: note: stopped {found.describe()}")
+
     def down(self) -> int:
-        if not daemon.running(self.paths):
+        """Stop the daemon, found by its socket or else by its mount."""
+        if daemon.running(self.paths):
+            daemon.stop(self.paths)
+            self.say("stopped the library daemon; links dangle until: acxfs up")
+            return 0
+        found = daemon.orphan(self.paths)
+        if found is None:
             self.say("the library daemon is not running")
             return 0
-        daemon.stop(self.paths)
-        self.say("stopped the library daemon; links dangle until: acxfs up")
+        daemon.stop(self.paths, found.pid)
+        self.say(f"stopped {found.describe()}; links dangle until: acxfs up")
         return 0

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from acxfs.errors import RefusedError
-from acxfs.library import journal, versions
+from acxfs.library import journal, owners, versions
 from acxfs.library.state import Installed, LibraryState, Link, Revision
 
 
@@ -36,10 +36,13 @@ class Plan:
 
     def install(self, rev: Revision, directories: list[Path], mnt: Path) -> None:
         """Make `rev` the served revision of its identity (the one before it kept); its floor
-        (checked before the plan) is only ever raised here."""
+        (checked before the plan) is only ever raised here, and its binding to a publisher and
+        key (checked too) made or moved to the accepted new key."""
         floor = versions.raised_floor(rev, self.after.floors.get(rev.identity))
         if floor is not None:
             self.after.floors[rev.identity] = floor
+        self.after.bindings[rev.identity] = owners.bound(rev, owners.binding_of(self.after,
+                                                                               rev.identity))
         item = self.after.installed.get(rev.identity)
         if item is None:
             new = [Link(str(d), skill, target(mnt, rev, skill))

@@ -19,7 +19,7 @@ from acxfs.text import printable
 def describe_library(library: Library) -> dict[str, object]:
     """The library as one JSON document (after finishing an unfinished change)."""
     with journal.locked(library.paths):
-        library.recover()
+        library.recover(tolerant=True)
         state = library.state()
     library.note_trust(state)
     status = library.daemon_status()
@@ -54,6 +54,8 @@ def describe_library(library: Library) -> dict[str, object]:
         "floors": {k: {"version": f.version, "installedAt": f.installed_at}
                    for k, f in sorted(state.floors.items())},
         "projects": _projects(library, state, status, served, refused),
+        "publishers": {k: {"publisher": b.publisher, "keyid": b.keyid, "since": b.bound_at}
+                       for k, b in sorted(state.bindings.items())},
     }
 
 

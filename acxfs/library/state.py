@@ -80,6 +80,16 @@ class Floor:
     installed_at: str
 
 
+@dataclass(frozen=True)
+class Binding:
+    """Who an identity belongs to: the signed publisher, and the key, that installed it
+    (publisher continuity).  Kept across `remove` unless `--forget`, like the floor."""
+
+    publisher: str | None
+    keyid: str
+    bound_at: str
+
+
 @dataclass
 class ProjectBundle:
     """One entry of a project's lock as this machine installed it: the revision (checked in
@@ -111,6 +121,7 @@ class LibraryState:
     installed: dict[str, Installed] = field(default_factory=dict)  # by identity
     floors: dict[str, Floor] = field(default_factory=dict)  # by identity
     projects: dict[str, Project] = field(default_factory=dict)  # by directory
+    bindings: dict[str, Binding] = field(default_factory=dict)  # by identity
 
     def revisions(self) -> list[Revision]:
         """Every revision some scope names: the ones the daemon serves."""
@@ -131,7 +142,8 @@ class LibraryState:
         doc = {"schema": SCHEMA, "trustDir": self.trust_dir,
                "installed": {k: asdict(v) for k, v in sorted(self.installed.items())},
                "floors": {k: asdict(v) for k, v in sorted(self.floors.items())},
-               "projects": {k: asdict(v) for k, v in sorted(self.projects.items())}}
+               "projects": {k: asdict(v) for k, v in sorted(self.projects.items())},
+               "bindings": {k: asdict(v) for k, v in sorted(self.bindings.items())}}
         return json.dumps(doc, indent=2, sort_keys=True) + "\n"
 
     @classmethod
@@ -152,7 +164,9 @@ class LibraryState:
             }
             floors = {k: Floor(**f) for k, f in doc["floors"].items()}
             projects = {k: _project(p) for k, p in doc.get("projects", {}).items()}
-            return cls(str(doc["trustDir"]), installed, floors, projects)
+            bindings = {k: Binding(**b) for k, b in doc.get("bindings", {}).items()}
+            return cls(str(doc["trustDir"]), installed, floors, projects=projects,
+                       bindings=bindings)
         except (ValueError, KeyError, TypeError, AttributeError) as exc:
             raise EnvironmentProblem(f"the library state {source} is damaged ({exc}); "
                                      "acxfs will not guess what is installed") from exc

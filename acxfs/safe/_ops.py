@@ -12,6 +12,7 @@ import ctypes
 import errno
 import os
 import secrets
+from collections.abc import Callable
 
 RENAME_NOREPLACE = 1
 RENAME_EXCHANGE = 2
@@ -28,8 +29,12 @@ if _libc_renameat2 is not None:
     _libc_renameat2.restype = ctypes.c_int
 
 
-def _checkpoint(step: str) -> None:
-    """A point between two steps another process could act in (tests replace this)."""
+def _no_checkpoint(step: str) -> None:
+    del step
+
+
+# Called at each point between two steps another process could act in (tests replace it).
+_checkpoint: Callable[[str], None] = _no_checkpoint
 
 
 def _renameat2(old_dirfd: int, old: str, new_dirfd: int, new: str, flags: int) -> None:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import errno
 import os
+from collections.abc import Callable
 
 from acxfs.errors import UnsafePathError
 from acxfs.safe import _ops
@@ -26,10 +27,11 @@ from acxfs.safe._ops import (
 from acxfs.safe.dirs import fsync_dir, rename_noreplace_at
 
 
-def _move_aside(dirfd: int, name: str) -> str:
-    """Move whatever is at `name` to a fresh random name in the same directory; that name."""
-    for _ in range(16):
-        aside = _ops._temp_name()
+def _move_aside(dirfd: int, name: str, aside_name: str | None = None) -> str:
+    """Move whatever is at `name` to a fresh random name in the same directory (`aside_name`
+    when given: a name the caller chose, and wrote down, beforehand); that name."""
+    for _ in range(1 if aside_name else 16):
+        aside = aside_name or _ops._temp_name()
         try:
             _ops._renameat2(dirfd, name, dirfd, aside, RENAME_NOREPLACE)
             return aside
@@ -61,9 +63,9 @@ def symlink_new_at(dirfd: int, name: str, target: str) -> None:
     fsync_dir(dirfd)
 
 
-def _new_link(dirfd: int, target: str) -> str:
-    for _ in range(16):
-        temp_name = _ops._temp_name()
+def _new_link(dirfd: int, target: str, name: str | None = None) -> str:
+    for _ in range(1 if name else 16):
+        temp_name = name or _ops._temp_name()
         try:
             os.symlink(target, temp_name, dir_fd=dirfd)
             return temp_name
@@ -77,17 +79,19 @@ def _not_ours(dirfd: int, name: str, expect: str) -> UnsafePathError:
                            "left as it is")
 
 
-def replace_symlink_at(dirfd: int, name: str, target: str, expect_old: str) -> None:
+def replace_symlink_at(dirfd: int, name: str, target: str, expect_old: str,
+                       temp_name: str | None = None) -> None:
     """Re-point the link `name` from `expect_old` to `target`, atomically, only if it is a
     symbolic link to exactly `expect_old` (`UnsafePathError` otherwise, nothing changed).
 
-    A new link is made under a temporary name and exchanged with `name`
-    (`RENAME_EXCHANGE`); if what came out is not the expected link (swapped in meanwhile),
-    it is exchanged back.  Without RENAME_EXCHANGE, see the module docstring."""
+    A new link is made under a temporary name (`temp_name` when given, so a caller that wrote
+    it down can remove what a kill left there) and exchanged with `name` (`RENAME_EXCHANGE`);
+    if what came out is not the expected link (swapped in meanwhile), it is exchanged back.
+    Without RENAME_EXCHANGE, see the module docstring."""
     _check_name(name)
     if not _is_link_to(dirfd, name, expect_old):
         raise _not_ours(dirfd, name, expect_old)
-    temp = _new_link(dirfd, target)
+    temp = _new_link(dirfd, target, temp_name)
     try:
         _ops._checkpoint("replace_symlink_at:exchange")
         try:
@@ -99,9 +103,10 @@ def replace_symlink_at(dirfd: int, name: str, target: str, expect_old: str) -> N
                 raise
             os.unlink(temp, dir_fd=dirfd)
             temp = ""
-            _replace_symlink_by_moving(dirfd, name, target, expect_old)
+            _replace_symlink_by_moving(dirfd, name, target, expect_old, temp_name)
             return
         # `temp` now holds what was at `name`.
+        _ops._checkpoint("replace_symlink_at:exchanged")
         if _is_link_to(dirfd, temp, expect_old):
             os.unlink(temp, dir_fd=dirfd)
             temp = ""
@@ -120,11 +125,11 @@ def replace_symlink_at(dirfd: int, name: str, target: str, expect_old: str) -> N
             os.unlink(temp, dir_fd=dirfd)
 
 
-def _take_aside(dirfd: int, name: str, expect: str) -> str:
+def _take_aside(dirfd: int, name: str, expect: str, aside_name: str | None = None) -> str:
     """Move the link `name` aside and return where it went, once it proved to be the link
     to `expect` there; anything else is put back (`UnsafePathError`)."""
     try:
-        aside = _move_aside(dirfd, name)
+        aside = _move_aside(dirfd, name, aside_name)
     except FileNotFoundError:
         raise _not_ours(dirfd, name, expect) from None
     if not _is_link_to(dirfd, aside, expect):
@@ -133,8 +138,9 @@ def _take_aside(dirfd: int, name: str, expect: str) -> str:
     return aside
 
 
-def _replace_symlink_by_moving(dirfd: int, name: str, target: str, expect_old: str) -> None:
-    aside = _take_aside(dirfd, name, expect_old)
+def _replace_symlink_by_moving(dirfd: int, name: str, target: str, expect_old: str,
+                               aside_name: str | None = None) -> None:
+    aside = _take_aside(dirfd, name, expect_old, aside_name)
     try:
         os.symlink(target, name, dir_fd=dirfd)
     except FileExistsError:
@@ -145,14 +151,29 @@ def _replace_symlink_by_moving(dirfd: int, name: str, target: str, expect_old: s
     fsync_dir(dirfd)
 
 
-def remove_symlink_at(dirfd: int, name: str, expect_target: str) -> None:
+def remove_symlink_at(dirfd: int, name: str, expect_target: str,
+                      aside_name: str | None = None) -> None:
     """Remove `name` only if it is a symbolic link to exactly `expect_target`
-    (`UnsafePathError` otherwise, nothing changed): it is moved aside to a temporary name,
-    checked there, and removed, or put back if it was swapped meanwhile."""
+    (`UnsafePathError` otherwise, nothing changed): it is moved aside to a temporary name
+    (`aside_name` when given), checked there, and removed, or put back if it was swapped
+    meanwhile."""
     _check_name(name)
     if not _is_link_to(dirfd, name, expect_target):
         raise _not_ours(dirfd, name, expect_target)
     _ops._checkpoint("remove_symlink_at:move")
-    aside = _take_aside(dirfd, name, expect_target)
+    aside = _take_aside(dirfd, name, expect_target, aside_name)
+    _ops._checkpoint("remove_symlink_at:unlink")
     os.unlink(aside, dir_fd=dirfd)
     fsync_dir(dirfd)
+
+
+def fresh_temp_name() -> str:
+    """A fresh temporary name of acxfs's own form (`.acxfs-<16 hex>.tmp`), for a caller that
+    writes it down before the step that uses it (so whatever a kill leaves is known)."""
+    return _ops._temp_name()
+
+
+def on_checkpoint(hook: Callable[[str], None]) -> None:
+    """Call `hook` with the step's name at each point between two steps of the safe writers
+    (the test-only fault points use it to kill a command there)."""
+    _ops._checkpoint = hook

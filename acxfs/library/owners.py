@@ -1,0 +1,86 @@
+"""Who owns what in the library: each identity's publisher and key, each skill name, each
+served path.
+
+Invariant: an identity belongs to the signed publisher (and key) that first installed it; a
+bundle of that identity signed for another publisher is refused, and one signed by another
+key of the same publisher only with `--allow-key-change`; the binding outlives `remove` like
+the floor and goes only with `--forget`.  After every change each skill name is offered by
+one identity's served revision, and no identity's served paths (`<identity>/<version>-<digest>`)
+can lie inside another's: no identity is a path prefix of another.  Every check here only
+reads; a refusal is a `RefusedError` raised before the change's first step.
+"""
+
+from __future__ import annotations
+
+from acxfs.errors import RefusedError
+from acxfs.library.state import Binding, LibraryState, Revision
+
+
+def binding_of(state: LibraryState, identity: str) -> Binding | None:
+    """The publisher and key `identity` is bound to (for a library written before bindings
+    were kept: those of its served revision)."""
+    binding = state.bindings.get(identity)
+    item = state.installed.get(identity)
+    if binding is None and item is not None:
+        binding = Binding(item.current.publisher, item.current.keyid, item.current.installed_at)
+    return binding
+
+
+def check_publisher(rev: Revision, state: LibraryState, allow_key_change: bool) -> None:
+    """RefusedError when `rev` is signed for another publisher than the one its identity is
+    bound to, or (without `allow_key_change`) by another key of that publisher."""
+    binding = binding_of(state, rev.identity)
+    if binding is None:
+        return
+    how = "is" if rev.identity in state.installed else "was"
+    if rev.publisher != binding.publisher:
+        raise RefusedError(
+            f"{rev.identity} {how} installed from publisher {binding.publisher}; this file is "
+            f"signed for {rev.publisher}" + _forget_hint(how, rev.identity))
+    if rev.keyid != binding.keyid and not allow_key_change:
+        raise RefusedError(
+            f"{rev.identity} {how} installed from publisher {binding.publisher} with the key "
+            f"{binding.keyid}; this file is signed by another key ({rev.keyid}); "
+            "--allow-key-change to accept the new key")
+
+
+def _forget_hint(how: str, identity: str) -> str:
+    return "" if how == "is" else f" (acxfs remove --forget {identity} forgets the first)"
+
+
+def bound(rev: Revision, binding: Binding | None) -> Binding:
+    """The binding after `rev` (checked) is installed: the new key once it was accepted."""
+    if binding is not None and (binding.publisher, binding.keyid) == (rev.publisher, rev.keyid):
+        return binding
+    return Binding(rev.publisher, rev.keyid, rev.installed_at)
+
+
+def nests(one: str, other: str) -> bool:
+    """Whether the served paths of identities `one` and `other` can lie one inside the other."""
+    return one != other and (other.startswith(one + "/") or one.startswith(other + "/"))
+
+
+def check_paths(identity: str, others: list[str]) -> None:
+    """RefusedError when `identity`'s served paths could nest with one of `others`."""
+    for other in others:
+        if nests(identity, other):
+            raise RefusedError(
+                f"{identity} would be served inside {other}, or {other} inside it (every "
+                "bundle is served at <identity>/<version>-<digest>); refused: no identity may "
+                "be a path prefix of another")
+
+
+def check_skills(before: LibraryState, after: LibraryState) -> None:
+    """RefusedError when, after a change, a skill name a changed identity offers is offered
+    by another identity too (a `revert` bringing back a name another bundle took since)."""
+    for identity, item in sorted(after.installed.items()):
+        old = before.installed.get(identity)
+        if old is not None and old.current == item.current:
+            continue
+        for skill in sorted(item.current.skills):
+            owner = next((other for other, theirs in sorted(after.installed.items())
+                          if other != identity and skill in theirs.current.skills), None)
+            if owner is not None:
+                raise RefusedError(
+                    f"{identity} {item.current.version}: skill {skill!r} is offered by {owner} "
+                    "now; two bundles cannot serve one skill name")
