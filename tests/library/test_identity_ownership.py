@@ -200,16 +200,16 @@ def test_revert_cannot_bring_back_a_skill_name_another_bundle_took(tmp_path: Pat
     first_v1 = pack(tmp_path, TESTER, "first", "1.0.0", "shared-skill", "first-skill")
     first_v2 = pack(tmp_path, TESTER, "first", "2.0.0", "first-skill")
     second = pack(tmp_path, TESTER, "second", "1.0.0", "shared-skill")
-    ok(acxfs("add", first_v1, "--agent", "codex"))
+    ok(acxfs("add", first_v1, "--agent", "gemini"))
     ok(acxfs("update", first_v2))  # gives up shared-skill ...
     ok(acxfs("add", second))  # ... which the second bundle takes
-    codex = home() / ".codex" / "skills"
-    before = unchanged_library(), sorted(os.listdir(codex))
+    gemini = home() / ".gemini" / "skills"
+    before = unchanged_library(), sorted(os.listdir(gemini))
     refused = acxfs("revert", f"{TESTER}/first")
     assert_one_line_error(refused, rf"acxfs: error: {TESTER}/first 1\.0\.0: skill "
                                    rf"'shared-skill' is offered by {TESTER}/second now; two "
                                    r"bundles cannot serve one skill name")
-    assert (unchanged_library(), sorted(os.listdir(codex))) == before
+    assert (unchanged_library(), sorted(os.listdir(gemini))) == before
     assert bundle(f"{TESTER}/first")["version"] == "2.0.0"
     assert "second" in link_of(claude_dir(), "shared-skill")
 
