@@ -14,14 +14,27 @@ import contextlib
 import fcntl
 import json
 import os
+import re
+import stat
 from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass, field
+from pathlib import Path
 
 from acxfs.errors import EnvironmentProblem
-from acxfs.library import agent_links
-from acxfs.library.state import LibraryState, Link, load_state, save_state, write_private
+from acxfs.library import agent_links, guard
+from acxfs.library.state import (
+    MAX_STATE_BYTES,
+    LibraryState,
+    Link,
+    Places,
+    load_state,
+    save_state,
+    store_name_problem,
+    write_private,
+)
 from acxfs.paths import LibraryPaths
-from acxfs.safe import strict_json
+from acxfs.safe import own_files
+from acxfs.safe.own_files import Field, list_of, pair_of, text
 
 FaultHook = Callable[[str], None]
 
@@ -48,19 +61,26 @@ if os.environ.get("ACXFS_TEST_KILL_AT"):
 def locked(paths: LibraryPaths) -> Iterator[None]:
     """Hold the library's lock (waits for another command to finish its change).
 
-    A POSIX record lock, not `flock`: a daemon forked while the lock is held does not
-    inherit it, so starting the daemon from inside a change never keeps the library locked."""
-    agent_links.private_dir(paths.root)
+    The library's root is checked (`guard`) before the lock is opened in it and again once
+    the lock is held.  A POSIX record lock, not `flock`: a daemon forked while the lock is
+    held does not inherit it, so starting the daemon from inside a change never keeps the
+    library locked."""
+    root = guard.open_root(paths)
     try:
-        fd = os.open(paths.lock, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
-    except OSError as exc:
-        raise EnvironmentProblem(f"cannot open the library lock {paths.lock} "
-                                 f"({exc.strerror})") from exc
-    try:
-        fcntl.lockf(fd, fcntl.LOCK_EX)
-        yield
+        try:
+            fd = os.open("lock", os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600,
+                         dir_fd=root)
+        except OSError as exc:
+            raise EnvironmentProblem(f"cannot open the library lock {paths.lock} "
+                                     f"({exc.strerror})") from exc
+        try:
+            fcntl.lockf(fd, fcntl.LOCK_EX)
+            guard.check_again(paths, root)
+            yield
+        finally:
+            os.close(fd)
     finally:
-        os.close(fd)
+        os.close(root)
 
 
 @dataclass
@@ -83,16 +103,40 @@ class Intent:
         }, indent=1) + "\n"
 
     @classmethod
-    def from_json(cls, text: str) -> Intent:
-        doc = strict_json.loads(text)
-        if not isinstance(doc, dict):
-            raise ValueError("not an object")
-        return cls(
-            op=str(doc["op"]), make=[Link(**x) for x in doc["make"]],
-            repoint=[(Link(**a), Link(**b)) for a, b in doc["repoint"]],
-            remove=[Link(**x) for x in doc["remove"]], state=str(doc["state"]),
-            delete_files=[str(f) for f in doc["deleteFiles"]],
-        )
+    def from_json(cls, text: str | bytes, source: Path, places: Places) -> Intent:
+        """The intent `text` holds, its state included (`DamagedState` unless every field,
+        and every field of the state, is of its kind)."""
+        intent = own_files.parse(text, _intent_table(places), source=str(source),
+                                 max_depth=MAX_DEPTH)
+        LibraryState.from_json(intent.state, source, places, prefix="state")
+        return intent
+
+
+MAX_INTENT_BYTES = 4 * MAX_STATE_BYTES  # the state it holds, escaped, and its link steps
+MAX_DEPTH = 8  # the intent nests four deep; its state is a string, read on its own
+
+
+def _op(value: str) -> str | None:
+    return None if re.fullmatch(r"[a-z][a-z-]{0,31}", value) else "not an operation name"
+
+
+def _same_link_path(intent: Intent) -> tuple[str, str] | None:
+    for index, (old, new) in enumerate(intent.repoint):
+        if (old.directory, old.name) != (new.directory, new.name):
+            return f"repoint[{index}]", "re-points one link to another path"
+    return None
+
+
+def _intent_table(places: Places) -> own_files.Table[Intent]:
+    link = places.link_table()
+    return own_files.Table(Intent, {
+        "op": Field(text(_op)),
+        "make": Field(list_of(link)),
+        "repoint": Field(list_of(pair_of(link))),
+        "remove": Field(list_of(link)),
+        "state": Field(text(max_len=MAX_STATE_BYTES)),
+        "deleteFiles": Field(list_of(text(store_name_problem)), attr="delete_files"),
+    }, check=_same_link_path)
 
 
 @dataclass
@@ -123,9 +167,7 @@ def _finish(paths: LibraryPaths, intent: Intent, sync_daemon: Callable[[], None]
     save_state(paths.state, LibraryState.from_json(intent.state, paths.intent))
     fault_point(f"{intent.op}:commit")
     sync_daemon()
-    for name in intent.delete_files:
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(paths.store / name)
+    _delete_from_store(paths, intent.delete_files)
     fault_point(f"{intent.op}:cleanup")
     with contextlib.suppress(FileNotFoundError):
         os.unlink(paths.intent)
@@ -139,22 +181,32 @@ def _step(outcome: Outcome, refusal: str | None) -> None:
 
 def recover(paths: LibraryPaths, sync_daemon: Callable[[], None]) -> Outcome | None:
     """Finish the change an earlier command began, if any; remove orphan store files (and
-    have the daemon drop what it loaded of them)."""
+    have the daemon drop what it loaded of them).  A damaged intent or state stops it before
+    any step (`DamagedState`)."""
     outcome = None
-    try:
-        text = paths.intent.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        text = None
-    if text is not None:
-        try:
-            intent = Intent.from_json(text)
-        except (ValueError, KeyError, TypeError) as exc:
-            raise EnvironmentProblem(f"the library's unfinished change {paths.intent} is damaged "
-                                     f"({exc}); remove it to give it up") from exc
+    places = Places.of(paths.root)
+    data = own_files.read_file(paths.intent, MAX_INTENT_BYTES)
+    if data is not None:
+        intent = Intent.from_json(data, paths.intent, places)
         outcome = _finish(paths, intent, sync_daemon)
     if _remove_orphans(paths):
         sync_daemon()
     return outcome
+
+
+def _delete_from_store(paths: LibraryPaths, names: list[str]) -> None:
+    """Remove the store files `names` (files or links, never followed: no directory)."""
+    store = guard.open_store(paths)
+    if store is None:
+        return
+    try:
+        for name in names:
+            with contextlib.suppress(FileNotFoundError, IsADirectoryError):
+                info = os.stat(name, dir_fd=store, follow_symlinks=False)
+                if not stat.S_ISDIR(info.st_mode):
+                    os.unlink(name, dir_fd=store)
+    finally:
+        os.close(store)
 
 
 def _remove_orphans(paths: LibraryPaths) -> bool:
@@ -162,11 +214,12 @@ def _remove_orphans(paths: LibraryPaths) -> bool:
     intent); whether there were any."""
     state = load_state(paths.state)
     keep = state.store_files() if state else set()
-    try:
-        orphans = [name for name in os.listdir(paths.store) if name not in keep]
-    except FileNotFoundError:
+    store = guard.open_store(paths)
+    if store is None:
         return False
-    for name in orphans:
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(paths.store / name)
+    try:
+        orphans = [name for name in os.listdir(store) if name not in keep]
+    finally:
+        os.close(store)
+    _delete_from_store(paths, orphans)
     return bool(orphans)

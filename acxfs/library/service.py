@@ -25,7 +25,7 @@ from pathlib import Path
 
 import acxfs
 from acxfs.errors import EnvironmentProblem, UnsafePathError
-from acxfs.paths import xdg_dir
+from acxfs.paths import home, xdg_dir
 from acxfs.safe import dirs as safe_dirs
 from acxfs.safe import files as safe_files
 
@@ -154,7 +154,7 @@ def _check_imports_this_acxfs(python: str, environment: Mapping[str, str]) -> No
     """Refuse when `python -m acxfs` would not find this acxfs outside the working directory
     (run from the source tree, or only through PYTHONPATH): the unit would not start."""
     here = os.path.realpath(os.path.dirname(acxfs.__file__))
-    env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": os.path.expanduser("~"),
+    env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": str(home()),
            **environment}
     try:
         done = subprocess.run(
