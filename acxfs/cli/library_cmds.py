@@ -1,4 +1,5 @@
-"""`acxfs add`, `update`, `revert`, `remove`, `list`, `up` and `down`: the skills library.
+"""`acxfs add`, `update`, `revert`, `remove`, `list`, `up`, `down` and `repair`: the skills
+library.
 
 Invariant: each command parses its arguments, makes one call into `acxfs.library`, and prints
 what it returns; nothing here touches the store, the links or the daemon itself.
@@ -12,6 +13,7 @@ import json
 from acxfs.cli.common import SubParsers, add_command, say
 from acxfs.library.agents import AGENTS, agent_names
 from acxfs.library.manager import Library
+from acxfs.library.repair import repair
 from acxfs.library.report import describe_library, render_library
 
 _AGENT_HELP = "; ".join(f"{a.name}: ~/{a.directory}" for a in AGENTS)
@@ -54,6 +56,9 @@ def add_commands(subs: SubParsers) -> None:
                    help="have the running daemon re-check every bundle against the trust store")
     add_command(subs, "down", "stop the library daemon (links dangle until acxfs up)",
                 "acxfs down", cmd_down)
+    add_command(subs, "repair", "rebuild a damaged library from its store and the links acxfs "
+                "made (the damaged file is kept beside it; docs/library.md)", "acxfs repair",
+                cmd_repair)
 
 
 def _library() -> Library:
@@ -93,3 +98,7 @@ def cmd_up(args: argparse.Namespace) -> int:
 
 def cmd_down(args: argparse.Namespace) -> int:
     return _library().down()
+
+
+def cmd_repair(args: argparse.Namespace) -> int:
+    return repair(_library())
