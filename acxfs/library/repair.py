@@ -270,7 +270,8 @@ def _rebuild(library: Library, found: list[Revision], old: LibraryState | None,
     taken: set[str] = set()
     for identity in order:
         ranked = _by_version(by_identity[identity])
-        current = max(ranked, key=lambda r: linked[r.digest])  # first of the most linked
+        # The highest version an agent reads now (an interrupted update is finished forward).
+        current = next((r for r in ranked if linked[r.digest]), ranked[0])
         others = [r for r in ranked if r is not current]
         if taken & set(current.skills):
             library.note(printable(f"acxfs: note: {identity} is left out: one of its skills "
