@@ -5,7 +5,9 @@ written down whole (`Intent`: the links to make, re-point and remove, the state 
 the store files to delete) and synced before its first step, and every step is idempotent, so
 `recover` can always carry an interrupted change to its end.  A change killed before its intent
 was written left the old library (an unrecorded store file is removed as an orphan); one killed
-after it is finished by the next command or `acxfs up`.
+after it is finished by the next command or `acxfs up`.  The intent is read back as untrusted
+input (`acxfs.safe.own_files`), the state it holds included, before its first step: a damaged
+one stops the command with one line (`acxfs repair` gives it up).
 """
 
 from __future__ import annotations

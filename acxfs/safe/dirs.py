@@ -19,6 +19,8 @@ Invariant: acxfs never replaces, follows or writes into anything it did not make
   entry found to be anything else is put back where it was.
 - Directories are created with `mkdirat` and then opened with `O_NOFOLLOW`; the ones created
   are returned so the caller can take back exactly those, and only while still empty.
+- A walk can be given a `check` that sees each directory it opens, on its descriptor, and
+  stops the walk by raising (`acxfs.safe.ownership` checks whose each directory is).
 
 Where `renameat2` is not available (`ENOSYS`, `EINVAL` or `EPERM`: old kernels, seccomp
 filters, filesystems without the flags such as NFS), the fallbacks keep "never replaces" but
