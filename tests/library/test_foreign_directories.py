@@ -279,3 +279,12 @@ def test_an_update_into_an_agent_directory_another_user_took_over_is_refused(
     assert result.returncode == 0, result.stderr
     assert os.readlink(claude / "alpha") == old
     assert not (agent_dirs()[0] / "alpha").exists()
+
+
+def test_a_service_unit_directory_another_user_controls_gets_no_unit(user_home: Path) -> None:
+    units = user_home / ".config" / "systemd" / "user"
+    make_foreign(units, "owner")  # its owner could replace the unit: code run as this user
+    result = acxfs("service", "install", timeout=90)
+    assert (result.returncode, result.stdout) == (2, "")
+    assert result.stderr == refusal(units, "owner")
+    assert list(units.iterdir()) == []
