@@ -118,9 +118,9 @@ def problem(info: os.stat_result, path: str, *, sticky_ok: bool = True) -> Forei
 
 def check_fd(fd: int) -> None:
     """Refuse the directory open as `fd` if it is another user's (`ForeignDirectory`)."""
-    found = problem(os.fstat(fd), safe_dirs._where(fd))
-    if found is not None:
-        raise ForeignDirectory(str(found))
+    info = os.fstat(fd)
+    if problem(info, "") is not None:  # named only then: the name costs a readlink
+        raise ForeignDirectory(str(problem(info, safe_dirs._where(fd))))
 
 
 # --- walks that apply the rule ------------------------------------------------------------

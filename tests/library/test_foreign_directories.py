@@ -216,6 +216,7 @@ def test_a_link_planted_at_a_mount_records_name_is_never_written_through(
     records.mkdir(parents=True)
     for name in (f"{key}.tmp", f"{key}.json"):
         (records / name).symlink_to(secret / "victim")
+    (records.parent / "acxfs.log").symlink_to(secret / "victim")  # the log: never followed
     with mounted(pack(tmp_path, "alpha", artifact="pair"), mountpoint) as mount:
         record = records / f"{key}.json"
         assert not record.is_symlink()
