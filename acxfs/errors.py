@@ -99,6 +99,24 @@ class AgentDirectoryError(EnvironmentProblem):
         self.reason = reason
 
 
+class ForeignDirectory(UnsafePathError):
+    """A directory acxfs would write in or trust that another user controls: it (or one
+    above it) belongs to someone else, or others can write it without the sticky bit."""
+
+
+class DamagedState(EnvironmentProblem):
+    """One of acxfs's own files (the library's state, its intent record) that is not what
+    acxfs writes: the wrong kind of file, too large, too deep, or a field of the wrong type or
+    form.  Nothing is done with it; `acxfs repair` rebuilds the library without it."""
+
+    def __init__(self, file: str, field: str, problem: str) -> None:
+        super().__init__(f"{file} is damaged: {field}: {problem}; see docs/library.md "
+                         "(recovering the library)")
+        self.file = file
+        self.field = field
+        self.problem = problem
+
+
 class DaemonDown(EnvironmentProblem):
     """No library daemon answers on its control socket."""
 

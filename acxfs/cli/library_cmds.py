@@ -1,5 +1,5 @@
-"""`acxfs add`, `update`, `revert`, `remove`, `list`, `sync`, `up` and `down`: the skills
-library and its projects.
+"""`acxfs add`, `update`, `revert`, `remove`, `list`, `sync`, `up`, `down` and `repair`: the
+skills library and its projects.
 
 Invariant: each command parses its arguments, makes one call into `acxfs.library`, and prints
 what it returns; nothing here touches the store, the links or the daemon itself.
@@ -15,6 +15,7 @@ from acxfs.errors import EnvironmentProblem
 from acxfs.library.agents import agent_names, help_table
 from acxfs.library.manager import Library
 from acxfs.library.project import Projects
+from acxfs.library.repair import repair
 from acxfs.library.report import describe_library, render_library
 
 _PROJECT_HELP = ("the project directory DIR instead of the user library: links in "
@@ -90,6 +91,9 @@ def add_commands(subs: SubParsers) -> None:
                    "if it does)")
     add_command(subs, "down", "stop the library daemon (links dangle until acxfs up)",
                 "acxfs down", cmd_down)
+    add_command(subs, "repair", "rebuild a damaged library from its store and the links acxfs "
+                "made (the damaged file is kept beside it; docs/library.md)", "acxfs repair",
+                cmd_repair)
 
 
 def _library() -> Library:
@@ -151,3 +155,7 @@ def cmd_up(args: argparse.Namespace) -> int:
 
 def cmd_down(args: argparse.Namespace) -> int:
     return _library().down()
+
+
+def cmd_repair(args: argparse.Namespace) -> int:
+    return repair(_library())

@@ -23,11 +23,13 @@ from acxfs.errors import AgentDirectoryError, EnvironmentProblem, UnsafePathErro
 from acxfs.library.state import Link
 from acxfs.safe import dirs as safe_dirs
 from acxfs.safe import links as safe_links
+from acxfs.safe import ownership
 
 
 def private_dir(path: Path) -> None:
-    """Make `path` (and missing parents) a directory only its owner can enter."""
-    with safe_dirs.make_dirs(path, 0o700) as made:
+    """Make `path` (and missing parents) a directory only its owner can enter, every
+    directory on the way another user cannot change (`acxfs.safe.ownership`)."""
+    with ownership.make_dirs(path, 0o700) as made:
         info = os.fstat(made.fd)
         if info.st_uid != os.geteuid():
             raise EnvironmentProblem(f"{path} belongs to another user; acxfs keeps its library "
@@ -38,12 +40,13 @@ def private_dir(path: Path) -> None:
 
 @contextlib.contextmanager
 def _directory(path: Path, create: bool) -> Iterator[int]:
-    """The agent directory `path`, opened without following links (but a dotfiles link)."""
+    """The agent directory `path`, opened without following links (but a dotfiles link),
+    it and every directory above it another user cannot change (`acxfs.safe.ownership`)."""
     if create:
-        with safe_dirs.make_dirs(path, 0o755, allow_user_symlink=True) as made:
+        with ownership.make_dirs(path, 0o755, allow_user_symlink=True) as made:
             yield made.fd
         return
-    fd = safe_dirs.open_dir(path, allow_user_symlink=True)
+    fd = ownership.open_dir(path, allow_user_symlink=True)
     try:
         yield fd
     finally:

@@ -27,7 +27,7 @@ from acxfs import formats
 from acxfs.container import Report
 from acxfs.content.cache import VerifiedCache, process_cache
 from acxfs.errors import AcxfsError, DaemonDown, UntrustedError
-from acxfs.library import agent_links
+from acxfs.library import agent_links, guard
 from acxfs.library.control import ControlClient, ControlServer, Op
 from acxfs.library.state import LibraryState, Revision, load_state
 from acxfs.limits import DEFAULT_LIMITS
@@ -326,7 +326,7 @@ def start(paths: LibraryPaths, state: LibraryState, foreground: bool,
     server.after_live = on_live
     mounts = server.initial(state)
     agent_links.private_dir(paths.root)
-    paths.mnt.mkdir(mode=0o755, exist_ok=True)
+    guard.make_dir(paths.mnt, 0o755)  # no link on the way: the mount goes where it says
     plan = lifecycle.MountPlan(
         mountpoint=str(paths.mnt), mounts=mounts, cache=server.cache, view="skills library",
         foreground=foreground, log_file=paths.log, created=None, announce=say,

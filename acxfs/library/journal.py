@@ -11,7 +11,9 @@ refuses (read-only, full) turns the change around: the intent is marked undone a
 taken are taken back, newest first, before the state is committed, so agents see the old
 library or the new one, never a mix; a kill while undoing is undone again by the next
 command.  Temporary entries a killed step left in an agent directory are removed by the
-names the intent gave them.
+names the intent gave them.  The intent is read back as untrusted input
+(`acxfs.safe.own_files`), the state it holds included, before its first step: a damaged one
+stops the command with one line (`acxfs repair` gives it up).
 """
 
 from __future__ import annotations
@@ -21,16 +23,27 @@ import fcntl
 import json
 import os
 import re
+import stat
 from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
-from acxfs.errors import AgentDirectoryError, EnvironmentProblem
-from acxfs.library import agent_links, git_exclude, lockfile
-from acxfs.library.state import LibraryState, Link, load_state, save_state, write_private
+from acxfs.errors import AgentDirectoryError, DamagedState, EnvironmentProblem
+from acxfs.library import agent_links, git_exclude, guard, lockfile
+from acxfs.library.state import (
+    MAX_STATE_BYTES,
+    LibraryState,
+    Link,
+    Places,
+    load_state,
+    save_state,
+    store_name_problem,
+    write_private,
+)
 from acxfs.paths import LibraryPaths
 from acxfs.safe import links as safe_links
-from acxfs.safe import strict_json
+from acxfs.safe import own_files
+from acxfs.safe.own_files import Field, integer, list_of, optional, pair_of, text
 
 FaultHook = Callable[[str], None]
 TEMP_NAME = re.compile(r"\.acxfs-[0-9a-f]{16}\.tmp")
@@ -60,19 +73,26 @@ if os.environ.get("ACXFS_TEST_KILL_AT"):
 def locked(paths: LibraryPaths) -> Iterator[None]:
     """Hold the library's lock (waits for another command to finish its change).
 
-    A POSIX record lock, not `flock`: a daemon forked while the lock is held does not
-    inherit it, so starting the daemon from inside a change never keeps the library locked."""
-    agent_links.private_dir(paths.root)
+    The library's root is checked (`guard`) before the lock is opened in it and again once
+    the lock is held.  A POSIX record lock, not `flock`: a daemon forked while the lock is
+    held does not inherit it, so starting the daemon from inside a change never keeps the
+    library locked."""
+    root = guard.open_root(paths)
     try:
-        fd = os.open(paths.lock, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
-    except OSError as exc:
-        raise EnvironmentProblem(f"cannot open the library lock {paths.lock} "
-                                 f"({exc.strerror})") from exc
-    try:
-        fcntl.lockf(fd, fcntl.LOCK_EX)
-        yield
+        try:
+            fd = os.open("lock", os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600,
+                         dir_fd=root)
+        except OSError as exc:
+            raise EnvironmentProblem(f"cannot open the library lock {paths.lock} "
+                                     f"({exc.strerror})") from exc
+        try:
+            fcntl.lockf(fd, fcntl.LOCK_EX)
+            guard.check_again(paths, root)
+            yield
+        finally:
+            os.close(fd)
     finally:
-        os.close(fd)
+        os.close(root)
 
 
 @dataclass(frozen=True)
@@ -184,45 +204,64 @@ class Intent:
         }, indent=1) + "\n"
 
     @classmethod
-    def from_json(cls, text: str) -> Intent:
-        doc = strict_json.loads(text)
-        if not isinstance(doc, dict):
-            raise ValueError("not an object")
-        undo = doc.get("undo")
-        return cls(
-            op=str(doc["op"]), make=[Link(**x) for x in doc["make"]],
-            repoint=[(Link(**a), Link(**b)) for a, b in doc["repoint"]],
-            remove=[Link(**x) for x in doc["remove"]], state=str(doc["state"]),
-            delete_files=[str(f) for f in doc["deleteFiles"]],
-            temps=[_temp(t) for t in doc.get("temps", [])],
-            undo=None if undo is None else Undo(int(undo["done"]), str(undo["failure"])),
-            project=_project_files(doc.get("project")),
-        )
+    def from_json(cls, text: str | bytes, source: Path, places: Places) -> Intent:
+        """The intent `text` holds, its state included (`DamagedState` unless every field,
+        and every field of the state, is of its kind)."""
+        try:
+            intent = own_files.parse(text, _intent_table(places), source=str(source),
+                                     max_depth=MAX_DEPTH)
+        except ValueError as exc:  # a record the fields allow that Intent refuses
+            raise DamagedState(str(source), "temps", str(exc)) from exc
+        LibraryState.from_json(intent.state, source, places, prefix="state")
+        return intent
 
 
-def _project_files(doc: object) -> ProjectFiles | None:
-    if doc is None:
-        return None
-    if not isinstance(doc, dict):
-        raise ValueError("project: not an object")
-    return ProjectFiles(
-        project=str(doc["project"]), exclude=_text_or_none(doc["exclude"]),
-        exclude_add=[str(x) for x in doc["exclude_add"]],
-        exclude_remove=[str(x) for x in doc["exclude_remove"]],
-        lock_old=_text_or_none(doc["lock_old"]), lock_new=_text_or_none(doc["lock_new"]))
+MAX_INTENT_BYTES = 4 * MAX_STATE_BYTES  # the state it holds, escaped, and its link steps
+MAX_DEPTH = 8  # the intent nests four deep; its state is a string, read on its own
 
 
-def _text_or_none(value: object) -> str | None:
-    if value is not None and not isinstance(value, str):
-        raise ValueError(f"{value!r} is not text")
-    return value
+def _op(value: str) -> str | None:
+    return None if re.fullmatch(r"[a-z][a-z-]{0,31}", value) else "not an operation name"
 
 
-def _temp(name: object) -> str:
+def _same_link_path(intent: Intent) -> tuple[str, str] | None:
+    for index, (old, new) in enumerate(intent.repoint):
+        if (old.directory, old.name) != (new.directory, new.name):
+            return f"repoint[{index}]", "re-points one link to another path"
+    return None
+
+
+def _temp_name(value: str) -> str | None:
     """A temporary name of acxfs's own form (never a path, never another entry's name)."""
-    if not isinstance(name, str) or not TEMP_NAME.fullmatch(name):
-        raise ValueError(f"{name!r} is not a temporary name of acxfs")
-    return name
+    return None if TEMP_NAME.fullmatch(value) else "not a temporary name of acxfs"
+
+
+def _optional_absolute(value: str) -> str | None:
+    return None if os.path.isabs(value) and "\0" not in value else "not an absolute path"
+
+
+def _intent_table(places: Places) -> own_files.Table[Intent]:
+    link = places.link_table(projects=True)
+    undo = own_files.Table(Undo, {"done": Field(integer), "failure": Field(text())})
+    project = own_files.Table(ProjectFiles, {
+        "project": Field(text(_optional_absolute)),
+        "exclude": Field(optional(text(_optional_absolute))),
+        "exclude_add": Field(list_of(text())),
+        "exclude_remove": Field(list_of(text())),
+        "lock_old": Field(optional(text(max_len=MAX_STATE_BYTES))),
+        "lock_new": Field(optional(text(max_len=MAX_STATE_BYTES))),
+    })
+    return own_files.Table(Intent, {
+        "op": Field(text(_op)),
+        "make": Field(list_of(link)),
+        "repoint": Field(list_of(pair_of(link))),
+        "remove": Field(list_of(link)),
+        "state": Field(text(max_len=MAX_STATE_BYTES)),
+        "deleteFiles": Field(list_of(text(store_name_problem)), attr="delete_files"),
+        "temps": Field(list_of(text(_temp_name)), default=[]),
+        "undo": Field(optional(undo), default=None),
+        "project": Field(optional(project), default=None),
+    }, check=_same_link_path)
 
 
 @dataclass
@@ -272,9 +311,7 @@ def _finish(paths: LibraryPaths, intent: Intent, sync_daemon: Callable[[], None]
     save_state(paths.state, LibraryState.from_json(intent.state, paths.intent))
     fault_point(f"{intent.op}:commit")
     sync_daemon()
-    for name in intent.delete_files:
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(paths.store / name)
+    _delete_from_store(paths, intent.delete_files)
     fault_point(f"{intent.op}:cleanup")
     with contextlib.suppress(FileNotFoundError):
         os.unlink(paths.intent)
@@ -330,22 +367,32 @@ def _step(outcome: Outcome, refusal: str | None) -> None:
 
 def recover(paths: LibraryPaths, sync_daemon: Callable[[], None]) -> Outcome | None:
     """Finish the change an earlier command began, if any; remove orphan store files (and
-    have the daemon drop what it loaded of them)."""
+    have the daemon drop what it loaded of them).  A damaged intent or state stops it before
+    any step (`DamagedState`)."""
     outcome = None
-    try:
-        text = paths.intent.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        text = None
-    if text is not None:
-        try:
-            intent = Intent.from_json(text)
-        except (ValueError, KeyError, TypeError) as exc:
-            raise EnvironmentProblem(f"the library's unfinished change {paths.intent} is damaged "
-                                     f"({exc}); remove it to give it up") from exc
+    places = Places.of(paths.root)
+    data = own_files.read_file(paths.intent, MAX_INTENT_BYTES)
+    if data is not None:
+        intent = Intent.from_json(data, paths.intent, places)
         outcome = _finish(paths, intent, sync_daemon)
     if _remove_orphans(paths):
         sync_daemon()
     return outcome
+
+
+def _delete_from_store(paths: LibraryPaths, names: list[str]) -> None:
+    """Remove the store files `names` (files or links, never followed: no directory)."""
+    store = guard.open_store(paths)
+    if store is None:
+        return
+    try:
+        for name in names:
+            with contextlib.suppress(FileNotFoundError, IsADirectoryError):
+                info = os.stat(name, dir_fd=store, follow_symlinks=False)
+                if not stat.S_ISDIR(info.st_mode):
+                    os.unlink(name, dir_fd=store)
+    finally:
+        os.close(store)
 
 
 def _remove_orphans(paths: LibraryPaths) -> bool:
@@ -353,11 +400,12 @@ def _remove_orphans(paths: LibraryPaths) -> bool:
     intent); whether there were any."""
     state = load_state(paths.state)
     keep = state.store_files() if state else set()
-    try:
-        orphans = [name for name in os.listdir(paths.store) if name not in keep]
-    except FileNotFoundError:
+    store = guard.open_store(paths)
+    if store is None:
         return False
-    for name in orphans:
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(paths.store / name)
+    try:
+        orphans = [name for name in os.listdir(store) if name not in keep]
+    finally:
+        os.close(store)
+    _delete_from_store(paths, orphans)
     return bool(orphans)

@@ -25,12 +25,22 @@ from acxfs.errors import (
     RefusedError,
     UntrustedError,
 )
-from acxfs.library import agent_links, agents, daemon, journal, owners, project_plan, versions
+from acxfs.library import (
+    agent_links,
+    agents,
+    daemon,
+    guard,
+    journal,
+    owners,
+    project_plan,
+    versions,
+)
 from acxfs.library.bundles import Checked, import_bundle
 from acxfs.library.control import ControlClient
 from acxfs.library.plan import Plan
 from acxfs.library.state import LibraryState, Link, Revision, load_state
 from acxfs.paths import LibraryPaths, library_paths, trust_dir
+from acxfs.paths import home as user_home
 from acxfs.text import printable
 from acxfs.trust.policy import TrustContext
 from acxfs.trust.store import load_trust
@@ -43,7 +53,7 @@ class Library:
     """The library of one user, and where to tell them what happened."""
 
     paths: LibraryPaths = field(default_factory=library_paths)
-    home: Path = field(default_factory=lambda: Path(os.path.expanduser("~")))
+    home: Path = field(default_factory=user_home)
     say: Say = print
     note: Say = print
 
@@ -165,7 +175,10 @@ class Library:
 
     @staticmethod
     def _refuse_conflicts(plan: Plan) -> None:
-        """Refuse the change when a link it would make has something not acxfs's in its way."""
+        """Refuse the change when an agent directory it links in is another user's, or a
+        link it would make has something not acxfs's in its way."""
+        guard.check_agent_dirs([link.directory for link in
+                                [*plan.make, *plan.remove, *(new for _, new in plan.repoint)]])
         for link in plan.make:
             problem = agent_links.conflict(link)
             if problem:

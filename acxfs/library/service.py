@@ -6,8 +6,10 @@ checked to import this very acxfs outside the working directory, with `-m acxfs 
 `-m acxfs down` (no shell, no PATH lookup), in the environment the library is found with now
 (the absolute XDG directories and `ACXFS_TRUST_DIR` that are set); every value is quoted for
 systemd's parser or refused.  The unit file is written and removed only through `safe_fs`
-(no link followed on the way), and acxfs replaces or removes `acxfs.service` only when its
-first line is acxfs's own mark: a unit acxfs did not write is left as it is.
+(no link followed on the way, every directory on it one another user cannot change: whoever
+could replace the unit would run code as this user), and acxfs replaces or removes
+`acxfs.service` only when its first line is acxfs's own mark: a unit acxfs did not write is
+left as it is.
 """
 
 from __future__ import annotations
@@ -25,9 +27,10 @@ from pathlib import Path
 
 import acxfs
 from acxfs.errors import EnvironmentProblem, UnsafePathError
-from acxfs.paths import xdg_dir
+from acxfs.paths import home, xdg_dir
 from acxfs.safe import dirs as safe_dirs
 from acxfs.safe import files as safe_files
+from acxfs.safe import ownership
 
 UNIT_NAME = "acxfs.service"
 MARK = "# written by acxfs service install; acxfs service remove deletes it"
@@ -154,7 +157,7 @@ def _check_imports_this_acxfs(python: str, environment: Mapping[str, str]) -> No
     """Refuse when `python -m acxfs` would not find this acxfs outside the working directory
     (run from the source tree, or only through PYTHONPATH): the unit would not start."""
     here = os.path.realpath(os.path.dirname(acxfs.__file__))
-    env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": os.path.expanduser("~"),
+    env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": str(home()),
            **environment}
     try:
         done = subprocess.run(
@@ -207,7 +210,7 @@ def install() -> Installed:
     _check_imports_this_acxfs(python, environment)
     path = unit_path()
     mode = 0o644 & ~safe_dirs.current_umask()
-    with safe_dirs.make_dirs(unit_dir(), allow_user_symlink=True) as made:
+    with ownership.make_dirs(unit_dir(), 0o755, allow_user_symlink=True) as made:
         found = _read_ours(made.fd, path)
         old = None if found is None else found[0]
         if old == text:
@@ -242,7 +245,7 @@ def remove() -> Path | None:
     one still enabled (its links would dangle)."""
     path = unit_path()
     try:
-        dirfd = safe_dirs.open_dir(unit_dir(), allow_user_symlink=True)
+        dirfd = ownership.open_dir(unit_dir(), allow_user_symlink=True)
     except FileNotFoundError:
         return None
     try:

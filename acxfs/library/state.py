@@ -3,7 +3,11 @@
 Invariant: a `LibraryState` is only ever written whole, through a temporary file that is
 synced and renamed over the old one, so a reader sees the old record or the new one.  It holds
 facts the library established itself (digests of its own store files, identities and skills
-taken from verified bundles), never text copied from an unchecked file.
+taken from verified bundles), never text copied from an unchecked file.  It is read back as
+the untrusted input it is (`acxfs.safe.own_files`): a regular file of bounded size and depth
+whose every field is of the kind its table says, every store file name of the store's form,
+every link inside an agent directory of this home and aimed into the library's mountpoint;
+anything else is `DamagedState` (`acxfs repair` rebuilds the state).
 """
 
 from __future__ import annotations
@@ -11,14 +15,20 @@ from __future__ import annotations
 import datetime as dt
 import json
 import os
+import re
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
 
+from acxfs import formats, semver
+from acxfs.container import SEGMENT_RE
 from acxfs.errors import EnvironmentProblem
+from acxfs.library.agents import AGENTS
+from acxfs.paths import home as user_home
 from acxfs.safe import dirs as safe_dirs
 from acxfs.safe import files as safe_files
-from acxfs.safe import strict_json
+from acxfs.safe import own_files
+from acxfs.safe.own_files import Field, boolean, integer, list_of, map_of, optional, text
+from acxfs.skills import valid_name
 
 SCHEMA = "acxfs.library/1"
 
@@ -147,61 +157,214 @@ class LibraryState:
         return json.dumps(doc, indent=2, sort_keys=True) + "\n"
 
     @classmethod
-    def from_json(cls, text: str, source: Path) -> LibraryState:
-        try:
-            doc = strict_json.loads(text)
-            if not isinstance(doc, dict) or doc.get("schema") != SCHEMA:
-                raise ValueError(f"not {SCHEMA}")
-            installed = {
-                identity: Installed(
-                    current=_revision(item["current"]),
-                    previous=_revision(item["previous"]) if item.get("previous") else None,
-                    directories=[str(d) for d in item["directories"]],
-                    links=[Link(**link) for link in item["links"]],
-                    suspended=bool(item.get("suspended", False)),
-                )
-                for identity, item in doc["installed"].items()
-            }
-            floors = {k: Floor(**f) for k, f in doc["floors"].items()}
-            projects = {k: _project(p) for k, p in doc.get("projects", {}).items()}
-            bindings = {k: Binding(**b) for k, b in doc.get("bindings", {}).items()}
-            return cls(str(doc["trustDir"]), installed, floors, projects=projects,
-                       bindings=bindings)
-        except (ValueError, KeyError, TypeError, AttributeError) as exc:
-            raise EnvironmentProblem(f"the library state {source} is damaged ({exc}); "
-                                     "acxfs will not guess what is installed") from exc
+    def from_json(cls, text: str | bytes, source: Path, places: Places | None = None,
+                  prefix: str = "") -> LibraryState:
+        """The state `text` holds (`DamagedState` unless every field is of its kind)."""
+        places = Places.of(source.parent) if places is None else places
+        return own_files.parse(text, places.state_table(), source=str(source),
+                               max_depth=MAX_DEPTH, prefix=prefix)
 
 
-def _revision(doc: dict[str, object]) -> Revision:
-    return Revision(**doc)  # type: ignore[arg-type]
+# --- reading the state: one field table per record kind ----------------------------------
+
+MAX_STATE_BYTES = 16 * 1024 * 1024  # some ten thousand bundles
+MAX_DEPTH = 16  # the state nests six deep
+STORE_NAME = re.compile(r"([0-9a-f]{64})\.([a-z0-9]{1,16})")
 
 
-def _project(doc: dict[str, Any]) -> Project:
-    bundles = {
-        identity: ProjectBundle(
-            revision=_revision(b["revision"]), bytes=int(b["bytes"]),
-            agents=[str(a) for a in b["agents"]], source=str(b["source"]),
-            links=[Link(**link) for link in b["links"]], suspended=bool(b["suspended"]))
-        for identity, b in doc["bundles"].items()
-    }
-    exclude = doc["exclude_file"]
-    return Project(bundles, None if exclude is None else str(exclude),
-                   [str(line) for line in doc["exclude_lines"]])
+def store_name_problem(name: str) -> str | None:
+    """What keeps `name` from being a store file's name (`<sha256 hex>.<format>`)."""
+    match = STORE_NAME.fullmatch(name)
+    if match is None:
+        return "not a store file name (<64 hex digits>.<format>)"
+    if match.group(2) not in {f.name for f in formats.FORMATS}:
+        return "not a store file name (an unknown format)"
+    return None
+
+
+def _digest(value: str) -> str | None:
+    return None if re.fullmatch(r"[0-9a-f]{64}", value) else "not a sha256 (64 hex digits)"
+
+
+def _format(value: str) -> str | None:
+    return None if value in {f.name for f in formats.FORMATS} else "not a known format"
+
+
+def _identity(value: str) -> str | None:
+    parts = value.split("/")
+    if len(parts) > 2 or not all(SEGMENT_RE.fullmatch(part) for part in parts):
+        return "not an identity (one or two safe path segments)"
+    return None
+
+
+def _version(value: str) -> str | None:
+    if SEGMENT_RE.fullmatch(value) and semver.is_semver(value):
+        return None
+    return "not a SemVer version"
+
+
+def _skill(value: str) -> str | None:
+    return None if valid_name(value) else "not a skill name"
+
+
+def _absolute(value: str) -> str | None:
+    return None if os.path.isabs(value) and "\0" not in value else "not an absolute path"
+
+
+def _schema(value: str) -> str | None:
+    return None if value == SCHEMA else f"not {SCHEMA}"
+
+
+def _revision_check(rev: Revision) -> tuple[str, str] | None:
+    if rev.file != f"{rev.digest}.{rev.format}":
+        return "file", "not the store name of its digest and format"
+    return None
+
+
+def _installed_check(item: Installed) -> tuple[str, str] | None:
+    if item.previous is not None and item.previous.identity != item.current.identity:
+        return "previous.identity", "not the identity of the current revision"
+    return None
+
+
+@dataclass(frozen=True)
+class Places:
+    """What the library's files may name: the daemon's mountpoint (every link target lies
+    inside it) and the agent directories of the library's home (every link lies in one)."""
+
+    mnt: str
+    agent_directories: frozenset[str]
+
+    @classmethod
+    def of(cls, root: Path, home: Path | None = None) -> Places:
+        home = user_home() if home is None else home
+        return cls(str(root / "mnt"), frozenset(str(home / a.directory) for a in AGENTS))
+
+    def agent_directory(self, value: str) -> str | None:
+        if value in self.agent_directories:
+            return None
+        return "not an agent directory of this home (docs/library.md, Agents)"
+
+    def link_target(self, value: str) -> str | None:
+        inside = value.startswith(self.mnt + "/") and os.path.normpath(value) == value
+        return None if inside else f"not a path inside the library's mountpoint {self.mnt}"
+
+    def project_directory(self, value: str) -> str | None:
+        """An agent directory of this home, or a project's (`DIR/.agents/skills`,
+        `DIR/.claude/skills`, DIR absolute)."""
+        if self.agent_directory(value) is None:
+            return None
+        parent, leaf = os.path.split(value)
+        project, hidden = os.path.split(parent)
+        if leaf == "skills" and hidden in (".agents", ".claude") and _absolute(project) is None \
+                and os.path.normpath(value) == value:
+            return None
+        return "not an agent directory of this home or of a project"
+
+    def link_table(self, projects: bool = False) -> own_files.Table[Link]:
+        """Links in the agent directories of this home (with `projects`, of projects too)."""
+        directory = self.project_directory if projects else self.agent_directory
+        return own_files.Table(Link, {
+            "directory": Field(text(directory)),
+            "name": Field(text(_skill)),
+            "target": Field(text(self.link_target)),
+        })
+
+    def state_table(self) -> own_files.Table[LibraryState]:
+        revision = own_files.Table(Revision, {
+            "digest": Field(text(_digest)),
+            "file": Field(text(store_name_problem)),
+            "format": Field(text(_format)),
+            "identity": Field(text(_identity)),
+            "version": Field(text(_version)),
+            "manifest": Field(text()),
+            "keyid": Field(text()),
+            "publisher": Field(optional(text())),
+            "skills": Field(map_of(_skill, text())),
+            "installed_at": Field(text()),
+        }, check=_revision_check)
+        installed = own_files.Table(Installed, {
+            "current": Field(revision),
+            "previous": Field(optional(revision)),
+            "directories": Field(list_of(text(self.agent_directory))),
+            "links": Field(list_of(self.link_table())),
+            "suspended": Field(boolean, default=False),
+        }, check=_installed_check)
+        floor = own_files.Table(Floor, {
+            "version": Field(text(_version)),
+            "manifest": Field(text()),
+            "installed_at": Field(text()),
+        })
+        binding = own_files.Table(Binding, {
+            "publisher": Field(optional(text())),
+            "keyid": Field(text()),
+            "bound_at": Field(text()),
+        })
+        project_link = own_files.Table(Link, {  # inside its project: checked in _state_check
+            "directory": Field(text(_absolute)),
+            "name": Field(text(_skill)),
+            "target": Field(text(self.link_target)),
+        })
+        project_bundle = own_files.Table(ProjectBundle, {
+            "revision": Field(revision),
+            "bytes": Field(integer),
+            "agents": Field(list_of(text(_project_agent))),
+            "source": Field(text()),
+            "links": Field(list_of(project_link)),
+            "suspended": Field(boolean, default=False),
+        })
+        project = own_files.Table(Project, {
+            "bundles": Field(map_of(_identity, project_bundle)),
+            "exclude_file": Field(optional(text(_absolute))),
+            "exclude_lines": Field(list_of(text())),
+        })
+        return own_files.Table(LibraryState, {
+            "schema": Field(text(_schema), attr=None),
+            "trustDir": Field(text(_absolute), attr="trust_dir"),
+            "installed": Field(map_of(_identity, installed)),
+            "floors": Field(map_of(_identity, floor)),
+            "projects": Field(map_of(_absolute, project), default={}),
+            "bindings": Field(map_of(_identity, binding), default={}),
+        }, check=_state_check)
+
+
+PROJECT_AGENT_DIRS = {"agents": ".agents/skills", "claude": ".claude/skills"}
+
+
+def _project_agent(value: str) -> str | None:
+    return None if value in PROJECT_AGENT_DIRS else "not agents or claude"
+
+
+def _state_check(state: LibraryState) -> tuple[str, str] | None:
+    for identity, item in state.installed.items():
+        if item.current.identity != identity:
+            return (f"installed[{json.dumps(identity)}].current.identity",
+                    "not the identity it is under")
+    for directory, project in state.projects.items():
+        allowed = {os.path.join(directory, d) for d in PROJECT_AGENT_DIRS.values()}
+        for identity, bundle in project.bundles.items():
+            where = f"projects[{json.dumps(directory)}].bundles[{json.dumps(identity)}]"
+            if bundle.revision.identity != identity:
+                return f"{where}.revision.identity", "not the identity it is under"
+            for link in bundle.links:
+                if link.directory not in allowed:
+                    return f"{where}.links", f"{link.directory} is not a skill directory of it"
+    return None
 
 
 def now_text() -> str:
     return dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
-def load_state(path: Path) -> LibraryState | None:
-    """The state, or None for a library that was never made."""
+def load_state(path: Path, places: Places | None = None) -> LibraryState | None:
+    """The state, or None for a library that was never made (`DamagedState` when the file
+    is not a state acxfs wrote; see `own_files`)."""
+    places = Places.of(path.parent) if places is None else places
     try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        return None
+        return own_files.read_record(path, places.state_table(), max_bytes=MAX_STATE_BYTES,
+                                     max_depth=MAX_DEPTH)
     except OSError as exc:
         raise EnvironmentProblem(f"cannot read the library state {path} ({exc.strerror})") from exc
-    return LibraryState.from_json(text, path)
 
 
 def save_state(path: Path, state: LibraryState) -> None:

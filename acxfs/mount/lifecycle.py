@@ -34,7 +34,7 @@ from acxfs.content.cache import VerifiedCache
 from acxfs.errors import EnvironmentProblem
 from acxfs.mount import backend as fuse_backend
 from acxfs.mount.operations import AcxOperations
-from acxfs.mount.preflight import check_mountpoint, remove_made
+from acxfs.mount.preflight import check_mountpoint, prepare_records_dir, remove_made
 from acxfs.mount.records import MountState, clear_state, log_line, read_state, write_state
 from acxfs.mount.router import Mounted
 from acxfs.mount.table import canonical, is_mounted, live_mounts, mount_owner
@@ -142,6 +142,7 @@ def mount(plan: MountPlan) -> int:
     try:
         # Every caller's mount, the library's own included (which reserves its `mnt`).
         check_mountpoint(plan.mountpoint, [], None, reserved=plan.reserved)
+        prepare_records_dir()
         return _mount(replace(plan, mountpoint=canonical(plan.mountpoint)))
     except BaseException:
         if plan.created is not None:

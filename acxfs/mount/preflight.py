@@ -16,6 +16,7 @@ from acxfs.mount import backend as fuse_backend
 from acxfs.mount.table import canonical, is_mounted
 from acxfs.paths import library_paths, mount_records_dir, state_dir, trust_dir
 from acxfs.safe import dirs as safe_dirs
+from acxfs.safe import ownership
 
 
 def prepare_mountpoint(
@@ -98,8 +99,18 @@ def check_side_files(mountpoint: str, inputs: list[str], log_file: Path | None,
         if os.path.lexists(log_file) and not os.path.isfile(log_file):
             raise EnvironmentProblem(f"{log_label} {log_file} is not a regular file")
     check_mountpoint(mountpoint, inputs, log_file, log_label)
-    try:  # the daemon records its mount there as it starts: a failure then would hang it
-        mount_records_dir().mkdir(parents=True, exist_ok=True)
+    if log_file is not None:
+        ownership.check_path(log_file.parent)
+    prepare_records_dir()
+
+
+def prepare_records_dir() -> None:
+    """Make the mount records directory (`ForeignDirectory` when another user could change
+    it or a directory above it; one line for any other failure): the daemon records its
+    mount there as it starts, and a failure then would hang it."""
+    try:
+        with ownership.make_dirs(mount_records_dir(), 0o755):
+            pass
     except OSError as exc:
         raise EnvironmentProblem(f"cannot use the state directory {state_dir()} "
                                  f"({exc.strerror})") from exc

@@ -1,9 +1,11 @@
 """What `acxfs mount` leaves behind while a mount lives: its record and its log lines.
 
-Invariant: a record is written through a descriptor of the records directory, under a fresh
-temporary name renamed into place (never through a link, never over a file acxfs did not
-make); the log is appended to only when it is a regular file, and never followed through a
-link.  Reading a record never trusts it: a damaged one is no record.
+Invariant: a record is written through a descriptor of the records directory, reached with
+no link on the way and every directory on it the user's alone (`acxfs.safe.ownership`),
+under a fresh temporary name renamed into place (never through a link, never over a file
+acxfs did not make); the log is appended to only when it is a regular file, and never
+followed through a link.  Reading a record never trusts it: a record that is not a regular
+file, is too large or has a field of the wrong type is no record.
 """
 
 from __future__ import annotations
@@ -17,10 +19,11 @@ import stat
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+from acxfs.errors import DamagedState
 from acxfs.mount.table import canonical
 from acxfs.paths import mount_records_dir
-from acxfs.safe import dirs as safe_dirs
 from acxfs.safe import files as safe_files
+from acxfs.safe import own_files, ownership
 from acxfs.text import printable
 
 
@@ -62,23 +65,39 @@ def _state_path(mountpoint: str) -> Path:
 
 
 def write_state(state: MountState) -> None:
-    """Replace the record of `state.mountpoint` whole, relative to the records directory."""
+    """Replace the record of `state.mountpoint` whole, relative to the records directory
+    (reached with no link on the way, every directory on it the user's alone)."""
     path = _state_path(state.mountpoint)
     data = json.dumps(asdict(state), indent=2).encode("utf-8")
-    with safe_dirs.make_dirs(path.parent, 0o755) as made:
+    with ownership.make_dirs(path.parent, 0o755) as made:
         safe_files.replace_file_at(made.fd, path.name, data, 0o644)
 
 
+MAX_RECORD_BYTES = 1024 * 1024
+RECORD = own_files.Table(MountState, {
+    "mountpoint": own_files.Field(own_files.text()),
+    "container": own_files.Field(own_files.text()),
+    "view": own_files.Field(own_files.text()),
+    "verdict": own_files.Field(own_files.text()),
+    "pid": own_files.Field(own_files.integer),
+    "created_mountpoint": own_files.Field(own_files.boolean),
+    "log_file": own_files.Field(own_files.optional(own_files.text())),
+    "created_parents": own_files.Field(own_files.list_of(own_files.text()), default=[]),
+})
+
+
 def read_state(mountpoint: str) -> MountState | None:
+    """The record of `mountpoint`, or None (none, or not one acxfs wrote).  The records
+    directory must be the user's alone (`ForeignDirectory` otherwise): a record says which
+    directories acxfs may remove."""
+    path = _state_path(mountpoint)
+    ownership.check_path(path.parent)
     try:
-        doc = json.loads(_state_path(mountpoint).read_text(encoding="utf-8"))
-        return MountState(**doc)
-    except (OSError, ValueError, TypeError):
+        return own_files.read_record(path, RECORD, max_bytes=MAX_RECORD_BYTES, max_depth=4)
+    except (OSError, DamagedState):
         return None
 
 
 def clear_state(mountpoint: str) -> None:
     with contextlib.suppress(OSError):
         _state_path(mountpoint).unlink()
-
-

@@ -19,6 +19,8 @@ Invariant: acxfs never replaces, follows or writes into anything it did not make
   entry found to be anything else is put back where it was.
 - Directories are created with `mkdirat` and then opened with `O_NOFOLLOW`; the ones created
   are returned so the caller can take back exactly those, and only while still empty.
+- A walk can be given a `check` that sees each directory it opens, on its descriptor, and
+  stops the walk by raising (`acxfs.safe.ownership` checks whose each directory is).
 
 Where `renameat2` is not available (`ENOSYS`, `EINVAL` or `EPERM`: old kernels, seccomp
 filters, filesystems without the flags such as NFS), the fallbacks keep "never replaces" but
@@ -39,9 +41,10 @@ from __future__ import annotations
 import errno
 import os
 import stat
+from collections.abc import Callable
 from types import TracebackType
 
-from acxfs.errors import UnsafePathError
+from acxfs.errors import ForeignDirectory, UnsafePathError
 from acxfs.safe import _ops
 from acxfs.safe._ops import (
     _DIR_PATH,
@@ -66,7 +69,13 @@ def _components(path: str | os.PathLike[str]) -> tuple[bool, list[str]]:
     return text.startswith("/"), [part for part in text.split("/") if part not in ("", ".")]
 
 
-def _open_step(fd: int, name: str, shown: str, *, user_link: bool) -> int:
+Check = Callable[[int], None]
+"""Called with each directory a walk opens (its O_PATH descriptor), the first included;
+raises to stop the walk there (`acxfs.safe.ownership` passes its guard)."""
+
+
+def _open_step(fd: int, name: str, shown: str, *, user_link: bool,
+               check: Check | None = None) -> int:
     """`name` in `fd` opened as a directory without following a link (or, with `user_link`,
     following only a dotfiles link; see the module docstring)."""
     try:
@@ -79,10 +88,11 @@ def _open_step(fd: int, name: str, shown: str, *, user_link: bool) -> int:
             raise NotADirectoryError(errno.ENOTDIR, os.strerror(errno.ENOTDIR), shown) from None
     if not user_link:
         raise UnsafePathError(f"{shown}: is a symbolic link; acxfs does not write through links")
-    return _follow_user_link(fd, name, st, shown)
+    return _follow_user_link(fd, name, st, shown, check)
 
 
-def _follow_user_link(fd: int, name: str, st: os.stat_result, shown: str) -> int:
+def _follow_user_link(fd: int, name: str, st: os.stat_result, shown: str,
+                      check: Check | None) -> int:
     uid = os.geteuid()
     if st.st_uid not in (uid, 0):
         raise UnsafePathError(f"{shown}: is a symbolic link owned by another user; "
@@ -92,7 +102,10 @@ def _follow_user_link(fd: int, name: str, st: os.stat_result, shown: str) -> int
     start = os.open("/", _DIR_PATH) if absolute else os.dup(fd)
     try:
         result, _ = _walk(start, parts, f"{shown} -> {target}", create=False, mode=0,
-                          user_link=False, base_shown="" if absolute else _where(fd))
+                          user_link=False, base_shown="" if absolute else _where(fd),
+                          check=check)
+    except ForeignDirectory as exc:
+        raise ForeignDirectory(f"{shown}: links to {target}; {exc}") from None
     finally:
         os.close(start)
     if os.fstat(result).st_uid != uid:
@@ -143,14 +156,17 @@ class MadeDirs:
 
 
 def _walk(start: int, parts: list[str], shown_path: str, *, create: bool, mode: int,
-          user_link: bool, base_shown: str) -> tuple[int, list[tuple[int, str, tuple[int, int],
-                                                                     str]]]:
+          user_link: bool, base_shown: str, check: Check | None = None,
+          ) -> tuple[int, list[tuple[int, str, tuple[int, int], str]]]:
     """Walk `parts` from `start` (not closed); the innermost directory's new fd and what was
-    created on the way (each with a duplicate of its parent's fd)."""
+    created on the way (each with a duplicate of its parent's fd).  `check` sees `start` and
+    every directory opened after it."""
     fd = os.dup(start)
     made: list[tuple[int, str, tuple[int, int], str]] = []
     shown = base_shown
     try:
+        if check is not None:
+            check(fd)
         for index, part in enumerate(parts):
             shown = f"{shown.rstrip('/')}/{part}" if shown else part
             last = index == len(parts) - 1
@@ -167,11 +183,13 @@ def _walk(start: int, parts: list[str], shown_path: str, *, create: bool, mode: 
                         pass  # made by another process just now: theirs, not reported
                     _ops._checkpoint("make_dirs_at:open")
             child = _open_step(fd, part, shown or shown_path,
-                               user_link=user_link and last and not created)
+                               user_link=user_link and last and not created, check=check)
             if created:
                 made.append((os.dup(fd), part, _identity(os.fstat(child)), shown))
             os.close(fd)
             fd = child
+            if check is not None:
+                check(fd)
     except BaseException:
         os.close(fd)
         result = MadeDirs(-1, made)
@@ -186,21 +204,23 @@ def _start(path: str | os.PathLike[str]) -> tuple[int, list[str], str]:
     return os.open("/" if absolute else ".", _DIR_PATH), parts, "/" if absolute else ""
 
 
-def open_dir(path: str | os.PathLike[str], *, allow_user_symlink: bool = False) -> int:
+def open_dir(path: str | os.PathLike[str], *, allow_user_symlink: bool = False,
+             check: Check | None = None) -> int:
     """An `O_PATH` descriptor of the existing directory `path`, reached without following any
     link (`UnsafePathError`), except, with `allow_user_symlink`, a last component that is a
-    dotfiles link (see the module docstring).  The caller closes it."""
+    dotfiles link (see the module docstring); `check` sees every directory on the way.  The
+    caller closes it."""
     start, parts, base = _start(path)
     try:
         fd, _ = _walk(start, parts, os.fspath(path), create=False, mode=0,
-                      user_link=allow_user_symlink, base_shown=base)
+                      user_link=allow_user_symlink, base_shown=base, check=check)
     finally:
         os.close(start)
     return fd
 
 
 def make_dirs_at(dirfd: int, relpath: str, mode: int = 0o777, *,
-                 allow_user_symlink: bool = False) -> MadeDirs:
+                 allow_user_symlink: bool = False, check: Check | None = None) -> MadeDirs:
     """Open (creating what is missing, with `mkdirat(mode)`: the umask applies) the directory
     `relpath` below `dirfd`, one component at a time without following links; returns it with
     the directories created.  A directory another process creates meanwhile is used and not
@@ -209,17 +229,17 @@ def make_dirs_at(dirfd: int, relpath: str, mode: int = 0o777, *,
         raise ValueError(f"not a relative path: {relpath!r}")
     _, parts = _components(relpath) if relpath else (False, [])
     fd, made = _walk(dirfd, parts, relpath, create=True, mode=mode,
-                     user_link=allow_user_symlink, base_shown=_where(dirfd))
+                     user_link=allow_user_symlink, base_shown=_where(dirfd), check=check)
     return MadeDirs(fd, made)
 
 
 def make_dirs(path: str | os.PathLike[str], mode: int = 0o777, *,
-              allow_user_symlink: bool = False) -> MadeDirs:
+              allow_user_symlink: bool = False, check: Check | None = None) -> MadeDirs:
     """`make_dirs_at` from the root (absolute `path`) or the working directory."""
     start, parts, base = _start(path)
     try:
         fd, made = _walk(start, parts, os.fspath(path), create=True, mode=mode,
-                         user_link=allow_user_symlink, base_shown=base)
+                         user_link=allow_user_symlink, base_shown=base, check=check)
     finally:
         os.close(start)
     return MadeDirs(fd, made)

@@ -1,14 +1,24 @@
 """JSON as acxfs accepts it from files it does not control: one meaning per document.
 
 Invariant: `loads` returns only documents whose every object has distinct keys and which
-hold no NaN or Infinity; anything else raises ValueError.  Python's `json` would keep the
-last of two equal keys silently, so a second `"status"` or `"publisherId"` could change what
-a registry entry or a pin says without any reader noticing.
+hold no NaN or Infinity (and, given `max_depth`, no object or list nested deeper, checked on
+the text before it is parsed: the parser recurses); anything else raises ValueError.
+Python's `json` would keep the last of two equal keys silently, so a second `"status"` or
+`"publisherId"` could change what a registry entry or a pin says without any reader
+noticing.
 """
 
 from __future__ import annotations
 
+import itertools
 import json
+import re
+
+# A JSON string, escapes included (brackets inside one do not nest anything).
+_STRING = re.compile(r'"(?:[^"\\]+|\\.)*"', re.DOTALL)
+# Each bracket as its step in depth; every other byte dropped.
+_STEP = {ord("["): 1, ord("{"): 1, ord("]"): -1, ord("}"): -1}
+_NOT_BRACKETS = bytes(b for b in range(256) if b not in _STEP)
 
 
 def _distinct_keys(pairs: list[tuple[str, object]]) -> dict[str, object]:
@@ -24,6 +34,18 @@ def _no_constant(name: str) -> object:
     raise ValueError(f"{name} is not JSON")
 
 
-def loads(text: str) -> object:
-    """`json.loads`, refusing duplicate keys and NaN/Infinity (ValueError)."""
+def check_depth(text: str, max_depth: int) -> None:
+    """ValueError when objects and lists nest deeper than `max_depth` in `text` (brackets
+    inside strings do not count)."""
+    brackets = _STRING.sub("", text).encode("utf-8", "surrogatepass").translate(
+        None, _NOT_BRACKETS)
+    if brackets and max(itertools.accumulate(map(_STEP.__getitem__, brackets))) > max_depth:
+        raise ValueError(f"nested deeper than {max_depth} levels")
+
+
+def loads(text: str, max_depth: int | None = None) -> object:
+    """`json.loads`, refusing duplicate keys, NaN/Infinity and, given `max_depth`, deeper
+    nesting (ValueError)."""
+    if max_depth is not None:
+        check_depth(text, max_depth)
     return json.loads(text, object_pairs_hook=_distinct_keys, parse_constant=_no_constant)

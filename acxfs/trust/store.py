@@ -17,7 +17,6 @@ import datetime as dt
 import hashlib
 import json
 import os
-import shlex
 import stat
 from collections.abc import Callable, Iterable
 from pathlib import Path
@@ -25,7 +24,7 @@ from pathlib import Path
 from acxfs.errors import EnvironmentProblem, KeyFormatError, TrustConfigError, UnsafePathError
 from acxfs.limits import DEFAULT_LIMITS, Limits
 from acxfs.paths import trust_dir
-from acxfs.safe import strict_json
+from acxfs.safe import ownership, strict_json
 from acxfs.safe.dirs import current_umask, make_dirs
 from acxfs.safe.files import replace_file_at
 from acxfs.safe.inputs import open_input
@@ -98,24 +97,30 @@ def load_trust(
 
 
 def check_guarded_path(store: Path) -> None:
-    """`check_guarded` for the store and every directory above it: whoever can rename an
-    entry in any of them can put another store in its place (a directory others can write is
-    safe only with the sticky bit, as /tmp has it)."""
+    """`check_guarded` for the store, and the ownership rule (`acxfs.safe.ownership`) for
+    every directory that decides what the store's path names: whoever can rename an entry in
+    any of them can put another store in its place (a directory others can write is safe only
+    with the sticky bit, as /tmp has it)."""
     check_guarded(store)
-    for parent in Path(os.path.realpath(store)).parents:
+    for parent in ownership.decisive_dirs(store):
+        if parent == Path(os.path.realpath(store)):
+            continue  # the store itself: check_guarded's, without the sticky exception
         try:
             info = os.stat(parent)
         except OSError:
             continue
-        if info.st_mode & stat.S_IWOTH and not info.st_mode & stat.S_ISVTX:
+        found = ownership.problem(info, str(parent))
+        if found is None:
+            continue
+        if found.writers:
+            who = "anyone" if found.writers == "others" else found.writers
             raise TrustConfigError(
-                f"trust store {store} lies in {parent}, which anyone can write (mode "
-                f"{stat.S_IMODE(info.st_mode):o}, no sticky bit): anyone could put another "
-                f"store in its place; run: chmod o-w {shlex.quote(str(parent))}")
-        if info.st_uid not in (os.getuid(), 0):
-            raise TrustConfigError(
-                f"trust store {store} lies in {parent}, which belongs to uid {info.st_uid}: "
-                "whoever owns it could put another store in its place")
+                f"trust store {store} lies in {parent}, which {who} can write (mode "
+                f"{stat.S_IMODE(info.st_mode):o}, no sticky bit): {who} could put another "
+                f"store in its place; run: {found.fix}")
+        raise TrustConfigError(
+            f"trust store {store} lies in {parent}, which belongs to uid {info.st_uid}: "
+            "whoever owns it could put another store in its place")
 
 
 def store_device(store: Path) -> int | None:
@@ -131,10 +136,11 @@ def store_device(store: Path) -> int | None:
 def check_guarded(path: Path, device: int | None = None) -> None:
     """Refuse a part of the trust store that someone else can change: whoever can write a
     pin, a registry or the local key there chooses which keys this user trusts.  It must
-    belong to this user or root and not be writable by others (group-writable is allowed:
-    with per-user groups, the usual Debian set-up, the group is the user), and lie on
-    `device`, the store directory's (a filesystem mounted inside the store, an unsigned
-    cartridge over `keys/` say, would choose them too)."""
+    belong to this user or root and be writable by nobody else (by `acxfs.safe.ownership`'s
+    rule, without its sticky exception: every entry here is read; writable by the user's
+    personal group is allowed, the usual Debian set-up), and lie on `device`, the store
+    directory's (a filesystem mounted inside the store, an unsigned cartridge over `keys/`
+    say, would choose them too)."""
     try:
         info = os.stat(path)
     except FileNotFoundError:
@@ -146,14 +152,17 @@ def check_guarded(path: Path, device: int | None = None) -> None:
             f"trust store {path} lies on another filesystem than the trust store's directory "
             "(something is mounted inside the store): whoever made that mount would choose "
             "which keys you trust; unmount it")
-    if info.st_uid not in (os.getuid(), 0):
+    found = ownership.problem(info, str(path), sticky_ok=False)
+    if found is None:
+        return
+    if not found.writers:
         raise TrustConfigError(
             f"trust store {path} belongs to uid {info.st_uid}, not to you or root: whoever owns "
             "it chooses which keys you trust")
-    if info.st_mode & stat.S_IWOTH:
-        raise TrustConfigError(
-            f"trust store {path} is writable by anyone (mode {stat.S_IMODE(info.st_mode):o}): "
-            f"anyone could choose which keys you trust; run: chmod o-w {shlex.quote(str(path))}")
+    who = "anyone" if found.writers == "others" else found.writers
+    raise TrustConfigError(
+        f"trust store {path} is writable by {who} (mode {stat.S_IMODE(info.st_mode):o}): "
+        f"{who} could choose which keys you trust; run: {found.fix}")
 
 
 def _read_pin(path: Path) -> dict[str, object]:
