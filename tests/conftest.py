@@ -185,7 +185,7 @@ def project(tmp_path: Path) -> Path:
     return path
 
 
-# --- another user (the attacks of test_safe_fs and test_write_safety) ---------------------
+# --- another user (the attacks of tests/safe/) -------------------------------------------
 
 
 @pytest.fixture

@@ -19,13 +19,13 @@ from pathlib import Path
 
 import pytest
 
+from tests.support import FIXTURES
 from tests.support import cartwriter as cw
 from tests.support.library import agent_dirs, data_dir, home, listing
 from tests.support.mounting import acxfs, acxfs_command, acxfs_mounts_under
 
 pytestmark = [pytest.mark.fuse, pytest.mark.usefixtures("library_stops")]
 
-FIXTURES = Path(__file__).parent / "fixtures"
 REAL = FIXTURES / "real"
 AZP = FIXTURES / "azp" / "com.hereliesaz.azphalt.dev-workflow-skills-1.0.0.azp"
 

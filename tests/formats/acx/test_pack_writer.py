@@ -12,9 +12,10 @@ from pathlib import Path
 
 import pytest
 
+from tests.support import REPO
 from tests.support import cartwriter as cw
 
-EXAMPLE = Path(__file__).resolve().parent.parent / "examples" / "hello-acx"
+EXAMPLE = REPO / "examples" / "hello-acx"
 PUB = "io.github.acxfs-tests"
 
 

@@ -32,7 +32,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.support import REAL
+from tests.support import REAL, REPO
 from tests.support import cartwriter as cw
 from tests.support.demo import DEMO_FILES, PUBLISHER
 from tests.support.mounting import (
@@ -54,7 +54,6 @@ from tests.support.mounting import (
 
 pytestmark = pytest.mark.fuse
 
-REPO = Path(__file__).resolve().parent.parent
 HELLO = REPO / "examples" / "hello-acx"
 GUIDE = "rom/skills/demo-skill/references/guide.md"
 

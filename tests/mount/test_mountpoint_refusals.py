@@ -19,12 +19,13 @@ import pytest
 from acxfs.errors import EnvironmentProblem
 from acxfs.mount import preflight
 from acxfs.paths import library_paths, mount_records_dir
+from tests.support import REPO
 from tests.support.demo import PUBLISHER
 from tests.support.mounting import acxfs, attempt_mount, mount_rows, processes_mentioning
 
 pytestmark = pytest.mark.fuse
 
-HELLO = Path(__file__).resolve().parent.parent / "examples" / "hello-acx"
+HELLO = REPO / "examples" / "hello-acx"
 
 
 @pytest.fixture

@@ -30,15 +30,13 @@ import pytest
 import yaml
 
 from tests.conftest import CliResult
-from tests.support import agents
+from tests.support import FIXTURES, REPO, agents
 from tests.support.agent_setup import require, write_skill
 from tests.support.library import agent_dirs, data_dir, home, listing, ok
 from tests.support.mounting import acxfs
 
 pytestmark = [pytest.mark.fuse, pytest.mark.usefixtures("library_stops")]
 
-REPO = Path(__file__).resolve().parent.parent
-FIXTURES = Path(__file__).parent / "fixtures"
 REAL = FIXTURES / "real"
 AZP = FIXTURES / "azp" / "com.hereliesaz.azphalt.dev-workflow-skills-1.0.0.azp"
 HELLO = REPO / "examples" / "hello-acx"
