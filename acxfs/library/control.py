@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import enum
+import errno
 import json
 import os
 import socket
@@ -52,9 +53,10 @@ def _short(sock_path: Path) -> Iterator[str]:
     library lies: the socket's directory through a descriptor of it."""
     try:
         fd = os.open(sock_path.parent, os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC)
-    except (FileNotFoundError, NotADirectoryError):
-        yield str(sock_path)  # nothing there: connecting fails as for a missing socket
-        return
+    except (FileNotFoundError, NotADirectoryError) as exc:
+        # No directory, so no socket: said as a missing socket, whatever the path's length
+        # (connecting to the path itself would fail on a long one with another error).
+        raise FileNotFoundError(errno.ENOENT, "no control socket", str(sock_path)) from exc
     try:
         yield f"/proc/self/fd/{fd}/{sock_path.name}"
     finally:
