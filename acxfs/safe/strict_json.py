@@ -9,6 +9,7 @@ a registry entry or a pin says without any reader noticing.
 from __future__ import annotations
 
 import json
+import math
 
 
 def _distinct_keys(pairs: list[tuple[str, object]]) -> dict[str, object]:
@@ -24,6 +25,15 @@ def _no_constant(name: str) -> object:
     raise ValueError(f"{name} is not JSON")
 
 
+def _finite(text: str) -> float:
+    value = float(text)
+    if not math.isfinite(value):  # 1e400: a number too large for a float reads as Infinity
+        raise ValueError(f"{text[:40]} is out of range")
+    return value
+
+
 def loads(text: str) -> object:
-    """`json.loads`, refusing duplicate keys and NaN/Infinity (ValueError)."""
-    return json.loads(text, object_pairs_hook=_distinct_keys, parse_constant=_no_constant)
+    """`json.loads`, refusing duplicate keys and NaN/Infinity, also as an out-of-range number
+    (ValueError)."""
+    return json.loads(text, object_pairs_hook=_distinct_keys, parse_constant=_no_constant,
+                      parse_float=_finite)
