@@ -48,6 +48,7 @@ from tests.support.azpwriter import (
     write_azp,
 )
 from tests.support.demo import SKILL_MD
+from tests.support.mounting import acxfs_command
 
 AZP = FIXTURES / "azp"
 REAL_PKG = AZP / "com.hereliesaz.azphalt.dev-workflow-skills-1.0.0.azp"
@@ -802,7 +803,6 @@ def test_honest_large_entry_streams_with_bounded_memory(
 
 # --------------------------------------------------------------------------- real FUSE mounts
 
-ACXFS = shutil.which("acxfs")
 fuse_available = os.path.exists("/dev/fuse") or os.environ.get("CI") == "true"
 
 
@@ -813,9 +813,8 @@ def needs_fuse(test: Any) -> Any:
 
 
 def run(*argv: object, check: bool = False) -> subprocess.CompletedProcess[str]:
-    assert ACXFS is not None, "the acxfs console script is not installed (pip install -e .)"
-    return subprocess.run([ACXFS, *map(str, argv)], capture_output=True, text=True, timeout=120,
-                          check=check)
+    return subprocess.run([*acxfs_command(), *map(str, argv)], capture_output=True, text=True,
+                          timeout=120, check=check)
 
 
 @contextlib.contextmanager
