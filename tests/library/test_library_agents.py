@@ -35,7 +35,7 @@ from tests.support.agent_setup import require, write_skill
 from tests.support.library import agent_dirs, data_dir, home, listing, ok
 from tests.support.mounting import acxfs
 
-pytestmark = [pytest.mark.fuse, pytest.mark.usefixtures("library_stops")]
+pytestmark = [pytest.mark.fuse, pytest.mark.slow, pytest.mark.usefixtures("library_stops")]
 
 REAL = FIXTURES / "real"
 AZP = FIXTURES / "azp" / "com.hereliesaz.azphalt.dev-workflow-skills-1.0.0.azp"

@@ -24,7 +24,7 @@ from tests.support import cartwriter as cw
 from tests.support.library import agent_dirs, data_dir, home, listing
 from tests.support.mounting import acxfs, acxfs_command, acxfs_mounts_under
 
-pytestmark = [pytest.mark.fuse, pytest.mark.usefixtures("library_stops")]
+pytestmark = [pytest.mark.fuse, pytest.mark.slow, pytest.mark.usefixtures("library_stops")]
 
 REAL = FIXTURES / "real"
 AZP = FIXTURES / "azp" / "com.hereliesaz.azphalt.dev-workflow-skills-1.0.0.azp"

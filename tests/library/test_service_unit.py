@@ -364,6 +364,7 @@ def wait_mounted(process: subprocess.Popen[bytes], tmp_path: Path) -> None:
 
 
 @pytest.mark.fuse
+@pytest.mark.slow
 def test_execstart_as_written_mounts_the_library_and_sigterm_unmounts_it(
         tmp_path: Path) -> None:
     install_ok()
@@ -383,6 +384,7 @@ def write_skill(root: Path, name: str) -> Path:
 
 
 @pytest.mark.fuse
+@pytest.mark.slow
 def test_after_a_reboot_execstart_serves_the_installed_skills_again(tmp_path: Path) -> None:
     """`acxfs add`, the daemon gone (as after a reboot): the unit's ExecStart brings the
     links back to verified bytes, and its ExecStop, as written, takes the library down."""

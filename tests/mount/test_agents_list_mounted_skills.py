@@ -30,6 +30,7 @@ from tests.support.agent_setup import require, write_skill
 from tests.support.mounting import acxfs, mounted, pid_alive, run, wait_for
 
 PUBLISHER = "io.github.example"
+pytestmark = pytest.mark.slow  # every test runs a real agent, or the harness that runs one
 
 
 @pytest.fixture

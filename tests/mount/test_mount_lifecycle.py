@@ -1123,6 +1123,12 @@ def test_listing_inflates_no_blob_and_one_cat_inflates_one(hello: Path, tmp_path
 USER = "acxfs-test"
 
 
+# The tests run as the user below change what every process on the machine sees for a while
+# (/dev/fuse's mode, the search bit of the interpreter's directories, the user itself): they
+# share one pytest-xdist worker, so that none undoes another's change under it.
+MACHINE_WIDE = pytest.mark.xdist_group("machine-wide")
+
+
 @pytest.fixture
 def unprivileged_user() -> pwd.struct_passwd:
     """The user `acxfs-test` (created when absent); needs root."""
@@ -1226,6 +1232,7 @@ echo "@@id $(id -u)"
                               stdin=subprocess.DEVNULL, check=False)
 
 
+@MACHINE_WIDE
 def test_unprivileged_user_mounts_reads_and_unmounts(
     packed: Path, unprivileged_user: pwd.struct_passwd, user_workdir: Path
 ) -> None:
@@ -1258,6 +1265,7 @@ echo @@umount && "$ACXFS" umount "{mountpoint}"
     assert not mountpoint.exists()
 
 
+@MACHINE_WIDE
 def test_unprivileged_user_cannot_unmount_roots_mount_and_is_told_why(
     hello: Path, tmp_path: Path, unprivileged_user: pwd.struct_passwd, user_workdir: Path
 ) -> None:
@@ -1275,6 +1283,7 @@ def test_unprivileged_user_cannot_unmount_roots_mount_and_is_told_why(
         shutil.rmtree(outside, ignore_errors=True)
 
 
+@MACHINE_WIDE
 def test_unprivileged_user_without_dev_fuse_access_gets_one_clear_line(
     packed: Path, unprivileged_user: pwd.struct_passwd, user_workdir: Path
 ) -> None:

@@ -23,7 +23,7 @@ from tests.support import REPO
 from tests.support.demo import PUBLISHER
 from tests.support.mounting import acxfs, attempt_mount, mount_rows, processes_mentioning
 
-pytestmark = pytest.mark.fuse
+pytestmark = [pytest.mark.fuse, pytest.mark.slow]
 
 HELLO = REPO / "examples" / "hello-acx"
 

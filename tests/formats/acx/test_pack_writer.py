@@ -302,6 +302,7 @@ def test_pack_out_of_space_is_one_line_and_leaves_nothing(tmp_path) -> None:
     assert not (tmp_path / "new").exists()
 
 
+@pytest.mark.slow  # packs 96 MiB in a child
 def test_pack_stopped_by_sigterm_removes_its_temporary_file(tmp_path) -> None:
     import signal
 
@@ -360,6 +361,7 @@ def _slow_pack(tmp_path: Path, preexec=None) -> tuple[subprocess.Popen[str], Pat
     return proc, out_dir
 
 
+@pytest.mark.slow  # packs and extracts 6,000 files in a child
 def test_a_second_sigterm_does_not_cut_the_clean_up_short(tmp_path) -> None:
     import signal
     import time
@@ -390,6 +392,7 @@ def test_a_second_sigterm_does_not_cut_the_clean_up_short(tmp_path) -> None:
     assert list(work.iterdir()) == []
 
 
+@pytest.mark.slow  # packs 96 MiB in a child
 def test_pack_under_nohup_ignores_sighup(tmp_path) -> None:
     import signal
 

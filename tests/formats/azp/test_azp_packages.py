@@ -807,9 +807,10 @@ fuse_available = os.path.exists("/dev/fuse") or os.environ.get("CI") == "true"
 
 
 def needs_fuse(test: Any) -> Any:
-    """Mark a real-mount test: it skips only when /dev/fuse is absent and CI is not "true"."""
+    """Mark a real-mount test (fuse, slow): it skips only when /dev/fuse is absent and CI is
+    not "true"."""
     skip = pytest.mark.skipif(not fuse_available, reason="/dev/fuse is absent (CI is not true)")
-    return pytest.mark.fuse(skip(test))
+    return pytest.mark.slow(pytest.mark.fuse(skip(test)))
 
 
 def run(*argv: object, check: bool = False) -> subprocess.CompletedProcess[str]:
