@@ -97,17 +97,43 @@ def wait_for(predicate: object, timeout: float, step: float = 0.02) -> bool:
 # --- mounting and unmounting ----------------------------------------------------------------
 
 
+def shown(text: str) -> str:
+    """`text` as acxfs prints a name in a line (`acxfs.text.printable`'s rule, restated):
+    each character Python does not call printable written as its escape."""
+    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
+
+
+def status_entry(mountpoint: Path | str) -> list[str]:
+    """What `acxfs status` says about the mount at `mountpoint` alone: its line and the lines
+    indented under it ([] when it does not list it). Every other acxfs mount on the machine,
+    another test's or another user's, is left out."""
+    lines = acxfs("status").stdout.splitlines()
+    head = shown(canonical(mountpoint)) + "  "
+    for index, line in enumerate(lines):
+        if line.startswith(head):
+            end = index + 1
+            while end < len(lines) and lines[end].startswith("  "):
+                end += 1
+            return lines[index:end]
+    return []
+
+
+def status_line(mountpoint: Path | str) -> str:
+    """The line `acxfs status` prints for the mount at `mountpoint` (fails the test when it
+    lists no such mount)."""
+    entry = status_entry(mountpoint)
+    assert entry, f"acxfs status does not list {mountpoint}"
+    return entry[0]
+
+
 def daemon_pid(mountpoint: Path | str, announce: str = "") -> int | None:
     """The serving daemon's pid: from the mount's announcement, else from `acxfs status`."""
     found = re.search(r"\bpid (\d+)\b", announce)
     if found:
         return int(found.group(1))
-    target = canonical(mountpoint)
-    for line in acxfs("status").stdout.splitlines():
-        match = re.match(r"(\S+)\s.*\bpid=(\d+)\b", line)
-        if match and match.group(1) == target:
-            return int(match.group(2))
-    return None
+    entry = status_entry(mountpoint)
+    match = re.search(r"\bpid=(\d+)\b", entry[0]) if entry else None
+    return int(match.group(1)) if match else None
 
 
 def force_cleanup(mountpoint: Path | str, pid: int | None = None) -> list[str]:

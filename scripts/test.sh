@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Install everything, then run the whole suite: lint, types, and every test (real FUSE mounts
-# included; under CI=true a missing /dev/fuse fails instead of skipping).
+# included; under CI=true a missing /dev/fuse fails instead of skipping), on one pytest-xdist
+# worker per core (pyproject.toml's addopts; `-n 0` runs them in one process).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh

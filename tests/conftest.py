@@ -1,10 +1,14 @@
 """Shared fixtures: isolated user state, signing keys, cartridges built by the independent
 writer (``cartwriter``), an in-process CLI runner, the skills library's teardown and local key,
-and the directories of the attacks made as another user."""
+and the directories of the attacks made as another user; and the run's shape: every test that
+mounts is also ``slow`` (outside the fast lane, ``-m "not slow"``), and the run's temporary
+directories lie under a short base so that socket paths below a test's HOME fit."""
 
 from __future__ import annotations
 
 import os
+import shutil
+import tempfile
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any, NamedTuple
@@ -17,6 +21,38 @@ from tests.support import attacker, library
 from tests.support.demo import DEMO_CAPABILITIES, DEMO_FILES, DEMO_MEMORIES, PUBLISHER
 
 _DEFAULT: Any = object()
+
+
+# --- the run ---------------------------------------------------------------------------------
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_configure(config: pytest.Config) -> None:
+    """Unless `--basetemp` was given, this run's temporary directories go below a fresh
+    `/tmp/acx-XXXXXXXX` instead of `/tmp/pytest-of-USER/pytest-N` (pytest-xdist adds
+    `popen-gwN/` to it): a library's control socket, 39 bytes below a test's HOME, must fit
+    a socket address (107 bytes) also for the tests that connect to it by its path. Workers
+    are handed the controller's base; it is removed after a run that passed."""
+    if config.option.basetemp is None and not hasattr(config, "workerinput"):
+        config.option.basetemp = tempfile.mkdtemp(prefix="acx-")
+        config.stash[_OWN_BASETEMP] = config.option.basetemp
+
+
+_OWN_BASETEMP = pytest.StashKey[str]()
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    own = session.config.stash.get(_OWN_BASETEMP, None)
+    if own is not None and exitstatus == 0:
+        shutil.rmtree(own, ignore_errors=True)
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """A test that mounts is slow, whatever its module says."""
+    for item in items:
+        if item.get_closest_marker("fuse") is not None and \
+                item.get_closest_marker("slow") is None:
+            item.add_marker(pytest.mark.slow)
 
 
 class CliResult(NamedTuple):
@@ -185,7 +221,7 @@ def project(tmp_path: Path) -> Path:
     return path
 
 
-# --- another user (the attacks of test_safe_fs and test_write_safety) ---------------------
+# --- another user (the attacks of tests/safe/) -------------------------------------------
 
 
 @pytest.fixture

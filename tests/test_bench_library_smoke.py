@@ -21,6 +21,7 @@ NUMBER = re.compile(r"^\d+(\.\d+)?(e[-+]\d+)?( \(\d+(\.\d+)?x\))?$")
 
 
 @pytest.mark.fuse
+@pytest.mark.slow
 def test_quick_library_benchmark_prints_every_column_and_cleans_up(tmp_path: Path) -> None:
     out = tmp_path / "library.json"
     # A short work directory: the library's control socket path must fit in 108 bytes.

@@ -14,6 +14,7 @@ REPO = Path(__file__).resolve().parent.parent
 
 
 @pytest.mark.fuse
+@pytest.mark.slow
 def test_quick_benchmark_runs_and_reports_every_peer(tmp_path: Path) -> None:
     out = tmp_path / "bench.json"
     done = subprocess.run(

@@ -337,6 +337,7 @@ MOUNTED_ATTACKS = {  # name: (edit, base, files whose read must fail with EIO)
 
 
 @pytest.mark.fuse
+@pytest.mark.slow
 @pytest.mark.parametrize("attack", sorted(MOUNTED_ATTACKS))
 def test_accepted_mutant_mount_serves_signed_bytes_or_eio(
     bases: list[Any], tmp_path: Path, attack: str
@@ -353,6 +354,7 @@ def test_accepted_mutant_mount_serves_signed_bytes_or_eio(
 # --- the long-run script itself --------------------------------------------------------------
 
 
+@pytest.mark.slow  # the long-run script, in a child
 def test_fuzz_script_runs_and_summarises(tmp_path: Path) -> None:
     out = tmp_path / "summary.json"
     done = subprocess.run(

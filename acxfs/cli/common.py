@@ -12,9 +12,8 @@ import argparse
 import contextlib
 import errno
 import os
-import signal
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import TypeAlias
 
 from acxfs import formats
@@ -164,23 +163,3 @@ def run(args: argparse.Namespace) -> int:
         say(f"acxfs: error: {describe_os_error(exc)}")
         return EXIT_ENVIRONMENT
 
-
-@contextlib.contextmanager
-def signals_stop_like_ctrl_c() -> Iterator[None]:
-    """SIGTERM and SIGHUP end a command that writes files the way Ctrl-C does, so its clean-up
-    runs (the default action would leave its temporary file or directory behind)."""
-
-    signals = [sig for sig in (signal.SIGTERM, signal.SIGHUP)
-               if signal.getsignal(sig) is not signal.SIG_IGN]  # nohup's choice stands
-
-    def stop(signum: int, frame: object) -> None:
-        for sig in signals:  # once: a second signal must not cut the clean-up short
-            signal.signal(sig, signal.SIG_IGN)
-        raise KeyboardInterrupt
-
-    previous = {sig: signal.signal(sig, stop) for sig in signals}
-    try:
-        yield
-    finally:
-        for sig, handler in previous.items():
-            signal.signal(sig, handler)

@@ -1,7 +1,8 @@
 """The commands that make signed artifacts: `keygen` (an Ed25519 key pair) and `pack`.
 
-Each parses its arguments, calls the writer and prints what it wrote; SIGTERM and SIGHUP
-stop `pack` like Ctrl-C, so no partial cartridge is left behind.
+Each parses its arguments, calls the writer and prints what it wrote; SIGINT, SIGTERM and
+SIGHUP stop `pack` at its next checkpoint (`acxfs.interrupts`), so no partial cartridge is left
+behind.
 """
 
 from __future__ import annotations
@@ -9,9 +10,10 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from acxfs.cli.common import SubParsers, add_command, signals_stop_like_ctrl_c
+from acxfs.cli.common import SubParsers, add_command
 from acxfs.errors import PackError
 from acxfs.formats.acx.pack import keygen, load_signing_key, pack
+from acxfs.interrupts import stop_like_ctrl_c
 from acxfs.semver import is_semver
 from acxfs.text import printable
 
@@ -59,7 +61,7 @@ def cmd_pack(args: argparse.Namespace) -> int:
         raise PackError(f"--version {printable(args.artifact_version)!r} is not a SemVer 2.0.0 "
                         "version (MAJOR.MINOR.PATCH, e.g. 1.2.0 or 2.0.0-rc.1)")
     key = load_signing_key(args.key)
-    with signals_stop_like_ctrl_c():
+    with stop_like_ctrl_c():
         rom_hash = pack(
             args.skill_dirs, args.output, args.publisher, key, artifact_id=args.artifact_id,
             version=args.artifact_version, deflate=args.deflate, sqlar_dirs=args.sqlar_dirs,

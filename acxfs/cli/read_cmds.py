@@ -19,11 +19,11 @@ from acxfs.cli.common import (
     add_command,
     open_container,
     policy_options,
-    signals_stop_like_ctrl_c,
     trust_of,
     trust_options,
 )
 from acxfs.errors import EnvironmentProblem
+from acxfs.interrupts import stop_like_ctrl_c
 from acxfs.text import printable
 from acxfs.verdict import Verdict
 from acxfs.views.extract import copy_verified, extract, refuse_existing
@@ -157,7 +157,7 @@ def cmd_extract(args: argparse.Namespace) -> int:
     refuse_existing(dest)
     with contextlib.closing(open_container(args)) as source:
         root = views.skill_root(source, args.container, args.skill)
-        with signals_stop_like_ctrl_c():
+        with stop_like_ctrl_c():
             count = extract(source, dest, root)
     print(f"extracted {count} verified file{'' if count == 1 else 's'} to {dest}")
     return 0

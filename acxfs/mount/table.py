@@ -14,13 +14,18 @@ import os
 FSTYPE = "fuse.acxfs"
 
 
+_OCTAL = frozenset(b"01234567")
+
+
 def _unescape(field: bytes) -> str:
     """A /proc/mounts field: octal escapes (the kernel writes space, tab, newline and
-    backslash as \\ooo) undone, then decoded as the file system would (surrogateescape)."""
+    backslash as \\ooo) undone, then decoded as the file system would (surrogateescape).
+    A backslash not followed by three octal digits is kept as it is."""
     out, i = bytearray(), 0
     while i < len(field):
-        if field[i] == 0x5C and field[i + 1 : i + 4].isdigit() and len(field[i + 1 : i + 4]) == 3:
-            out.append(int(field[i + 1 : i + 4], 8) & 0xFF)
+        digits = field[i + 1 : i + 4]
+        if field[i] == 0x5C and len(digits) == 3 and all(d in _OCTAL for d in digits):
+            out.append(int(digits, 8) & 0xFF)
             i += 4
         else:
             out.append(field[i])
@@ -28,15 +33,10 @@ def _unescape(field: bytes) -> str:
     return os.fsdecode(bytes(out))
 
 
-def proc_mounts() -> list[tuple[str, str, str, str]]:
-    """(source, mountpoint, type, options) of every mount.  Read as bytes and split only on
-    the single spaces and newlines the kernel writes: a mountpoint may hold any other byte,
-    including ones Python's str.split() or a UTF-8 decoder would trip over."""
-    try:
-        with open("/proc/mounts", "rb") as handle:
-            data = handle.read()
-    except OSError:
-        return []
+def parse_mounts(data: bytes) -> list[tuple[str, str, str, str]]:
+    """(source, mountpoint, type, options) of every row of a /proc/mounts text, split only
+    on the single spaces and newlines the kernel writes: a mountpoint may hold any other
+    byte, including ones Python's str.split() or a UTF-8 decoder would trip over."""
     rows = []
     for line in data.split(b"\n"):
         parts = line.split(b" ")
@@ -44,6 +44,16 @@ def proc_mounts() -> list[tuple[str, str, str, str]]:
             rows.append((_unescape(parts[0]), _unescape(parts[1]), _unescape(parts[2]),
                          _unescape(parts[3])))
     return rows
+
+
+def proc_mounts() -> list[tuple[str, str, str, str]]:
+    """(source, mountpoint, type, options) of every mount, read as bytes."""
+    try:
+        with open("/proc/mounts", "rb") as handle:
+            data = handle.read()
+    except OSError:
+        return []
+    return parse_mounts(data)
 
 
 def live_mounts() -> list[tuple[str, str]]:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import math
 import re
 
 # A JSON string, escapes included (brackets inside one do not nest anything).
@@ -43,9 +44,17 @@ def check_depth(text: str, max_depth: int) -> None:
         raise ValueError(f"nested deeper than {max_depth} levels")
 
 
+def _finite(text: str) -> float:
+    value = float(text)
+    if not math.isfinite(value):  # 1e400: a number too large for a float reads as Infinity
+        raise ValueError(f"{text[:40]} is out of range")
+    return value
+
+
 def loads(text: str, max_depth: int | None = None) -> object:
-    """`json.loads`, refusing duplicate keys, NaN/Infinity and, given `max_depth`, deeper
-    nesting (ValueError)."""
+    """`json.loads`, refusing duplicate keys, NaN/Infinity (also as an out-of-range number)
+    and, given `max_depth`, deeper nesting (ValueError)."""
     if max_depth is not None:
         check_depth(text, max_depth)
-    return json.loads(text, object_pairs_hook=_distinct_keys, parse_constant=_no_constant)
+    return json.loads(text, object_pairs_hook=_distinct_keys, parse_constant=_no_constant,
+                      parse_float=_finite)

@@ -42,6 +42,6 @@ def _emit(value: object) -> str:
     if isinstance(value, Mapping):
         items = sorted(value.items(), key=lambda kv: utf16_key(str(kv[0])))
         return "{" + ",".join(f"{_emit(str(k))}:{_emit(v)}" for k, v in items) + "}"
-    if isinstance(value, Sequence):
+    if isinstance(value, Sequence) and not isinstance(value, bytes | bytearray):
         return "[" + ",".join(_emit(v) for v in value) + "]"
     raise TypeError(f"cannot serialize {type(value).__name__} as JSON")

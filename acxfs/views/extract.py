@@ -9,7 +9,8 @@ without following another user's link, the staging directory is made under a fre
 filled through its descriptor, so moving it, or swapping it or anything in it for a link,
 never makes acxfs write or chmod anywhere else.  Modes are 0644 or 0755 (executable files)
 less the process's umask, set with `fchmod`; nothing else of the container's unsigned
-metadata is applied.
+metadata is applied.  A signal stops an extract only at a `checkpoint()` (`acxfs.interrupts`):
+between files, between chunks of one, and once before the tree is renamed into place.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from pathlib import Path
 
 from acxfs.container import Entry, Source
 from acxfs.errors import EnvironmentProblem
+from acxfs.interrupts import checkpoint
 from acxfs.safe import dirs as safe_dirs
 from acxfs.safe import files as safe_files
 
@@ -30,6 +32,7 @@ def copy_verified(source: Source, entry: Entry, write: Callable[[bytes], object]
     """Pass the verified bytes of the file `entry` of `source` to `write`, in order."""
     blob = source.blob(entry)
     for offset in range(0, blob.size, STEP):
+        checkpoint()
         write(blob.read(offset, STEP))
 
 
@@ -50,6 +53,7 @@ def extract(source: Source, dest: Path, root: str = "") -> int:
             with safe_files.open_new_dir_at(made.fd, absolute.name) as staging:
                 count = _fill(source, staging.fd, root, mask)
                 os.fchmod(staging.fd, 0o755 & ~mask)
+                checkpoint()  # the last point to stop at: after it, the tree is put in place
                 try:
                     staging.commit()
                 except FileExistsError as exc:
@@ -65,6 +69,7 @@ def _fill(source: Source, top: int, root: str, mask: int) -> int:
     """Write every file below `root` into the open directory `top`; how many."""
     count = 0
     for entry in source.tree.files(root):
+        checkpoint()  # a stop asked for (`acxfs.interrupts`) is honoured between files
         relative = entry.path[len(root) + 1:] if root else entry.path
         parent, _, name = relative.rpartition("/")
         with safe_dirs.make_dirs_at(top, parent) as where:

@@ -12,5 +12,6 @@ from __future__ import annotations
 
 from pathlib import Path
 
-FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
+REPO = Path(__file__).resolve().parent.parent.parent
+FIXTURES = REPO / "tests" / "fixtures"
 REAL = FIXTURES / "real"

@@ -10,7 +10,9 @@ never followed); the bytes signed are the bytes read from it.  The cartridge is 
 memory and written, like the key pair, through `acxfs.safe.files`: under a fresh name in the
 open output directory, mode set with `fchmod` (0644 less the umask; a private key 0600), then
 renamed into place; only a cartridge, a key being replaced with `--force`, or a link at the
-name is replaced (the link itself, never its target).
+name is replaced (the link itself, never its target).  A signal stops a pack only at a
+`checkpoint()` (`acxfs.interrupts`): between files read or compressed, and once before the
+rename.
 """
 
 from __future__ import annotations
@@ -34,6 +36,7 @@ from acxfs.errors import AcxfsError, EnvironmentProblem, KeyFormatError, PackErr
 from acxfs.formats.acx.check import manifest_hash
 from acxfs.formats.acx.rows import ObjectRow, check_path
 from acxfs.formats.acx.schema import APPLICATION_ID, SQLITE_MAGIC, USER_VERSION, create_schema
+from acxfs.interrupts import checkpoint
 from acxfs.paths import trust_dir
 from acxfs.safe import dirs as safe_dirs
 from acxfs.safe import files as safe_files
@@ -153,6 +156,7 @@ def _unreadable(full: Path, exc: OSError) -> EnvironmentProblem:
 def _read_all(fd: int) -> bytes:
     chunks = []
     while chunk := os.read(fd, 1 << 20):
+        checkpoint()
         chunks.append(chunk)
     return b"".join(chunks)
 
@@ -193,6 +197,7 @@ def _collect_dir(dirfd: int, shown: Path, rel: str, base: str, files: list[Sourc
         raise _unreadable(shown, exc) from exc
     ordered = [entry for entry in entries if not entry[1]] + [e for e in entries if e[1]]
     for name, listed_as_dir in ordered:
+        checkpoint()  # a stop asked for (`acxfs.interrupts`) is honoured between files
         full = shown / name
         rel_name = f"{rel}/{name}" if rel else name
         try:
@@ -233,6 +238,7 @@ def _collect_dir(dirfd: int, shown: Path, rel: str, base: str, files: list[Sourc
 
 
 def _compress(data: bytes, how: Deflate) -> bytes:
+    checkpoint()  # one file at a time: a stop waits for no more than one file's compression
     if how == "none" or not data:
         return data
     if how == "zlib":
@@ -432,6 +438,7 @@ def _write(
             with safe_files.open_new_at(made.fd, shown.name, mode) as temp:
                 temp.write(_database(files, objects, meta, index, envelope, rom_hash, key,
                                      signed_at, mtime, deflate, sqlar_dirs))
+                checkpoint()  # the last point to stop at: after it, the cartridge is in place
                 temp.commit(replace=replace)
         except BaseException as exc:
             made.remove_made()

@@ -407,6 +407,7 @@ def test_unsigned_directory_rows_add_no_names(
 
 
 @pytest.mark.fuse
+@pytest.mark.slow
 def test_a_mount_shows_no_unsigned_directory_row(
     make_cartridge: Callable[..., Path], trusted_registry: Path, tmp_path: Path,
 ) -> None:

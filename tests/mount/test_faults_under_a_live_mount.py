@@ -13,11 +13,11 @@ from __future__ import annotations
 import contextlib
 import errno
 import hashlib
+import json
 import os
 import random
 import signal
 import subprocess
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, cast
@@ -31,7 +31,7 @@ from scripts.hostile import load as stress
 PUBLISHER = "io.github.example"
 SPILL_BYTES = 8 * 1024 * 1024  # Limits.memory_spill_bytes: larger verified files are spilled
 
-pytestmark = pytest.mark.fuse
+pytestmark = [pytest.mark.fuse, pytest.mark.slow]
 
 
 def _stress_cartridge(tmp_path: Path, seed: int, files: int) -> tuple[Path, Path]:
@@ -174,13 +174,11 @@ def test_sigkill_then_umount_clears_the_stale_mount(
         # "Transport endpoint is not connected", or ECONNABORTED when the listing reached the
         # kernel before it had finished tearing the dead daemon's connection down
         assert stale.value.errno in (errno.ENOTCONN, errno.ECONNABORTED)
-        status = mounting.acxfs("status").stdout
-        assert any(line.startswith(mounting.canonical(mnt)) and "STALE" in line
-                   for line in status.splitlines()), status
+        assert "STALE" in mounting.status_line(mnt)
         cleared = mounting.acxfs("umount", mnt)
         assert cleared.returncode == 0, cleared.stderr
         assert not mounting.mount_rows(mnt)
-        assert mounting.canonical(mnt) not in mounting.acxfs("status").stdout
+        assert mounting.status_entry(mnt) == []
         assert os.listdir(mnt) == []  # a plain, empty directory again
         # and it mounts again in the same place
         with live_mount(cart, mnt, "--trust-key", key) as live:
@@ -205,14 +203,18 @@ def test_sigterm_during_heavy_reads_unmounts_cleanly(tmp_path: Path) -> None:
 
         readers = threading.Thread(target=load)
         readers.start()
-        time.sleep(1.5)  # in the middle of the reads
+        def reading() -> bool:  # in the middle of the reads: the daemon has served many
+            stats = json.loads(mounting.read_xattr(mnt, "user.acx.stats"))
+            return bool(stats["blobs_inflated"] >= 100)
+
+        assert mounting.wait_for(reading, 30, step=0.05), "the readers never got going"
         os.kill(pid, signal.SIGTERM)
         assert mounting.wait_for(lambda: not mounting.pid_alive(pid), 15), "daemon still up"
         readers.join(60)
         assert not readers.is_alive(), "a reader hung after the daemon stopped"
         assert not mounting.mount_rows(mnt), "SIGTERM left the mount behind"
         assert not mnt.exists(), "the mountpoint acxfs created was not removed"
-        assert mounting.canonical(mnt) not in mounting.acxfs("status").stdout
+        assert mounting.status_entry(mnt) == []
         assert mounting.processes_mentioning(mounting.canonical(mnt)) == []
     finally:
         mounting.force_cleanup(mnt, pid)

@@ -111,6 +111,7 @@ def _read(path: Path) -> bytes | int:
 
 
 @pytest.mark.fuse
+@pytest.mark.slow
 @pytest.mark.parametrize("swap", sorted(SWAPS))
 def test_a_cartridge_swapped_after_its_check_is_served_as_checked(
     swap: str, tmp_path: Path, signer: cw.Signer

@@ -6,14 +6,14 @@ import argparse
 import os
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 
 from acxfs import __version__
 from acxfs.cli import build_parser
+from tests.support import REPO
 
-README = (Path(__file__).resolve().parent.parent / "README.md").read_text()
+README = (REPO / "README.md").read_text()
 
 
 def _commands() -> list[list[str]]:

@@ -30,6 +30,7 @@ from tests.support import agents
 from tests.support.agent_setup import require, write_skill
 
 PUBLISHER = "io.github.example"
+pytestmark = pytest.mark.slow  # every test runs a real agent, or the harness that runs one
 
 
 @pytest.fixture

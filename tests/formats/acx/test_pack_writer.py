@@ -13,8 +13,10 @@ from pathlib import Path
 import pytest
 
 from scripts import cartwriter as cw
+from scripts.mounting import acxfs_command
+from tests.support import REPO
 
-EXAMPLE = Path(__file__).resolve().parent.parent / "examples" / "hello-acx"
+EXAMPLE = REPO / "examples" / "hello-acx"
 PUB = "io.github.acxfs-tests"
 
 
@@ -216,7 +218,7 @@ def test_two_skills_share_one_cartridge_and_index(run_cli, tmp_path) -> None:
 def _acxfs(*argv: object, preexec=None, **kw) -> subprocess.CompletedProcess[str]:
     """The installed `acxfs` command in a child process (for what an in-process call cannot
     show: signals, dropped privileges, resource limits, the umask)."""
-    return subprocess.run(["acxfs", *map(str, argv)], capture_output=True, text=True,
+    return subprocess.run([*acxfs_command(), *map(str, argv)], capture_output=True, text=True,
                           preexec_fn=preexec, timeout=120, **kw)
 
 
@@ -261,8 +263,8 @@ def test_pack_refuses_a_directory_it_cannot_list_instead_of_leaving_it_out(tmp_p
     try:
         caps = "-dac_override,-dac_read_search"
         result = subprocess.run(
-            ["setpriv", f"--bounding-set={caps}", f"--inh-caps={caps}", "--", "acxfs", "pack",
-             str(skill), "-o", str(tmp_path / "out" / "x.acx"), "--publisher", PUB,
+            ["setpriv", f"--bounding-set={caps}", f"--inh-caps={caps}", "--", *acxfs_command(),
+             "pack", str(skill), "-o", str(tmp_path / "out" / "x.acx"), "--publisher", PUB,
              "--key", str(tmp_path / "k.pem")], capture_output=True, text=True, timeout=120)
     finally:
         (skill / "references" / "secret").chmod(0o755)
@@ -300,6 +302,7 @@ def test_pack_out_of_space_is_one_line_and_leaves_nothing(tmp_path) -> None:
     assert not (tmp_path / "new").exists()
 
 
+@pytest.mark.slow  # packs 96 MiB in a child
 def test_pack_stopped_by_sigterm_removes_its_temporary_file(tmp_path) -> None:
     import signal
 
@@ -312,7 +315,7 @@ def test_pack_stopped_by_sigterm_removes_its_temporary_file(tmp_path) -> None:
 
 def test_parallel_trust_adds_of_one_key_all_succeed(run_cli, tmp_path) -> None:
     assert run_cli("keygen", tmp_path / "k.pem").code == 0
-    procs = [subprocess.Popen(["acxfs", "trust", "add", str(tmp_path / "k.pub.pem"),
+    procs = [subprocess.Popen([*acxfs_command(), "trust", "add", str(tmp_path / "k.pub.pem"),
                                "--publisher", PUB], stdout=subprocess.DEVNULL,
                               stderr=subprocess.PIPE, text=True) for _ in range(12)]
     errors = [proc.communicate(timeout=60)[1] for proc in procs]
@@ -351,13 +354,14 @@ def _slow_pack(tmp_path: Path, preexec=None) -> tuple[subprocess.Popen[str], Pat
     skill = _skill(tmp_path, "slow-skill", extra={"assets/noise.bin": os.urandom(96 << 20)})
     out_dir = tmp_path / "out"
     out_dir.mkdir()
-    proc = subprocess.Popen(["acxfs", "pack", str(skill), "-o", str(out_dir / "x.acx"),
+    proc = subprocess.Popen([*acxfs_command(), "pack", str(skill), "-o", str(out_dir / "x.acx"),
                              "--publisher", PUB, "--key", str(tmp_path / "k.pem")],
                             stderr=subprocess.PIPE, text=True, preexec_fn=preexec)
     _wait_for_temporary_file(proc, out_dir)
     return proc, out_dir
 
 
+@pytest.mark.slow  # packs and extracts 6,000 files in a child
 def test_a_second_sigterm_does_not_cut_the_clean_up_short(tmp_path) -> None:
     import signal
     import time
@@ -370,8 +374,9 @@ def test_a_second_sigterm_does_not_cut_the_clean_up_short(tmp_path) -> None:
                   "--key", tmp_path / "k.pem").returncode == 0
     work = tmp_path / "work"
     work.mkdir()
-    proc = subprocess.Popen(["acxfs", "extract", str(cart), str(work / "out"), "--trust-key",
-                             str(tmp_path / "k.pub.pem")], stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen([*acxfs_command(), "extract", str(cart), str(work / "out"),
+                             "--trust-key", str(tmp_path / "k.pub.pem")], stderr=subprocess.PIPE,
+                            text=True)
     deadline = time.monotonic() + 60
     written = 0
     while written < 3000 and proc.poll() is None and time.monotonic() < deadline:
@@ -387,6 +392,7 @@ def test_a_second_sigterm_does_not_cut_the_clean_up_short(tmp_path) -> None:
     assert list(work.iterdir()) == []
 
 
+@pytest.mark.slow  # packs 96 MiB in a child
 def test_pack_under_nohup_ignores_sighup(tmp_path) -> None:
     import signal
 

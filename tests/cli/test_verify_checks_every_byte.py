@@ -4,7 +4,7 @@ As both standards' own `verify` do, plain `acxfs verify` inflates and hashes eve
 re-derives the skill index); `--deep` stays a synonym of the default; `--quick` reads
 structure, signature, manifest and trust only.  A cartridge whose file bytes were edited
 behind a stale oid is therefore `0` with `--quick` and `5` with plain `verify`.  (The azphalt
-conformance fixtures are checked with plain `verify` in test_azp.py.)
+conformance fixtures are checked with plain `verify` in test_azp_packages.py.)
 """
 
 from __future__ import annotations

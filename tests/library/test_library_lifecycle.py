@@ -23,7 +23,7 @@ from acxfs.paths import library_paths
 from scripts.mounting import acxfs, acxfs_command
 from tests.support.library import data_dir, home, listing
 
-pytestmark = [pytest.mark.fuse, pytest.mark.usefixtures("library_stops")]
+pytestmark = [pytest.mark.fuse, pytest.mark.slow, pytest.mark.usefixtures("library_stops")]
 
 PUBLISHER = "io.github.tester"
 IDENTITY = f"{PUBLISHER}/tool"

@@ -21,11 +21,11 @@ import pytest
 
 from scripts import cartwriter as cw
 from scripts.mounting import acxfs, acxfs_command, acxfs_mounts_under
+from tests.support import FIXTURES
 from tests.support.library import agent_dirs, data_dir, home, listing
 
-pytestmark = [pytest.mark.fuse, pytest.mark.usefixtures("library_stops")]
+pytestmark = [pytest.mark.fuse, pytest.mark.slow, pytest.mark.usefixtures("library_stops")]
 
-FIXTURES = Path(__file__).parent / "fixtures"
 REAL = FIXTURES / "real"
 AZP = FIXTURES / "azp" / "com.hereliesaz.azphalt.dev-workflow-skills-1.0.0.azp"
 

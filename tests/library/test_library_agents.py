@@ -29,7 +29,7 @@ import pytest
 
 from scripts.mounting import acxfs
 from tests.conftest import CliResult
-from tests.support import agents
+from tests.support import FIXTURES, REPO, agents
 from tests.support.agent_setup import require, write_skill
 from tests.support.library import (
     agent_dirs,
@@ -42,10 +42,8 @@ from tests.support.library import (
     pack,
 )
 
-pytestmark = [pytest.mark.fuse, pytest.mark.usefixtures("library_stops")]
+pytestmark = [pytest.mark.fuse, pytest.mark.slow, pytest.mark.usefixtures("library_stops")]
 
-REPO = Path(__file__).resolve().parent.parent
-FIXTURES = Path(__file__).parent / "fixtures"
 REAL = FIXTURES / "real"
 AZP = FIXTURES / "azp" / "com.hereliesaz.azphalt.dev-workflow-skills-1.0.0.azp"
 HELLO = REPO / "examples" / "hello-acx"

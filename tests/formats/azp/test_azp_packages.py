@@ -28,6 +28,7 @@ import nacl.signing
 import pytest
 
 from scripts import cartwriter as cw
+from scripts.mounting import acxfs_command
 from tests.support import FIXTURES
 from tests.support.azpwriter import (
     DEMO_PAYLOAD,
@@ -802,20 +803,19 @@ def test_honest_large_entry_streams_with_bounded_memory(
 
 # --------------------------------------------------------------------------- real FUSE mounts
 
-ACXFS = shutil.which("acxfs")
 fuse_available = os.path.exists("/dev/fuse") or os.environ.get("CI") == "true"
 
 
 def needs_fuse(test: Any) -> Any:
-    """Mark a real-mount test: it skips only when /dev/fuse is absent and CI is not "true"."""
+    """Mark a real-mount test (fuse, slow): it skips only when /dev/fuse is absent and CI is
+    not "true"."""
     skip = pytest.mark.skipif(not fuse_available, reason="/dev/fuse is absent (CI is not true)")
-    return pytest.mark.fuse(skip(test))
+    return pytest.mark.slow(pytest.mark.fuse(skip(test)))
 
 
 def run(*argv: object, check: bool = False) -> subprocess.CompletedProcess[str]:
-    assert ACXFS is not None, "the acxfs console script is not installed (pip install -e .)"
-    return subprocess.run([ACXFS, *map(str, argv)], capture_output=True, text=True, timeout=120,
-                          check=check)
+    return subprocess.run([*acxfs_command(), *map(str, argv)], capture_output=True, text=True,
+                          timeout=120, check=check)
 
 
 @contextlib.contextmanager

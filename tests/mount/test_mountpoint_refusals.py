@@ -20,11 +20,12 @@ from acxfs.errors import EnvironmentProblem
 from acxfs.mount import preflight
 from acxfs.paths import library_paths, mount_records_dir
 from scripts.mounting import acxfs, attempt_mount, mount_rows, processes_mentioning
+from tests.support import REPO
 from tests.support.demo import PUBLISHER
 
-pytestmark = pytest.mark.fuse
+pytestmark = [pytest.mark.fuse, pytest.mark.slow]
 
-HELLO = Path(__file__).resolve().parent.parent / "examples" / "hello-acx"
+HELLO = REPO / "examples" / "hello-acx"
 
 
 @pytest.fixture
