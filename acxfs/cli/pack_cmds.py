@@ -1,7 +1,7 @@
 """The commands that make signed artifacts: `keygen` (an Ed25519 key pair) and `pack`.
 
 Each parses its arguments, calls the writer and prints what it wrote; SIGINT, SIGTERM and
-SIGHUP stop `pack` at its next checkpoint (`acxfs.interrupts`), so no partial cartridge is left
+SIGHUP stop `pack` at its next checkpoint (`acxfs.safe.interrupts`), so no partial cartridge is left
 behind.
 """
 
@@ -13,7 +13,7 @@ from pathlib import Path
 from acxfs.cli.common import SubParsers, add_command
 from acxfs.errors import PackError
 from acxfs.formats.acx.pack import keygen, load_signing_key, pack
-from acxfs.interrupts import stop_like_ctrl_c
+from acxfs.safe.interrupts import stop_like_ctrl_c
 from acxfs.semver import is_semver
 from acxfs.text import printable
 

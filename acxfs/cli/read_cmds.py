@@ -23,7 +23,7 @@ from acxfs.cli.common import (
     trust_options,
 )
 from acxfs.errors import EnvironmentProblem
-from acxfs.interrupts import stop_like_ctrl_c
+from acxfs.safe.interrupts import stop_like_ctrl_c
 from acxfs.text import printable
 from acxfs.verdict import Verdict
 from acxfs.views.extract import copy_verified, extract, refuse_existing

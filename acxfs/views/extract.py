@@ -9,7 +9,7 @@ without following another user's link, the staging directory is made under a fre
 filled through its descriptor, so moving it, or swapping it or anything in it for a link,
 never makes acxfs write or chmod anywhere else.  Modes are 0644 or 0755 (executable files)
 less the process's umask, set with `fchmod`; nothing else of the container's unsigned
-metadata is applied.  A signal stops an extract only at a `checkpoint()` (`acxfs.interrupts`):
+metadata is applied.  A signal stops an extract only at a `checkpoint()` (`acxfs.safe.interrupts`):
 between files, between chunks of one, and once before the tree is renamed into place.
 """
 
@@ -21,9 +21,9 @@ from pathlib import Path
 
 from acxfs.container import Entry, Source
 from acxfs.errors import EnvironmentProblem
-from acxfs.interrupts import checkpoint
 from acxfs.safe import dirs as safe_dirs
 from acxfs.safe import files as safe_files
+from acxfs.safe.interrupts import checkpoint
 
 STEP = 1024 * 1024  # bytes written per call
 
@@ -69,7 +69,7 @@ def _fill(source: Source, top: int, root: str, mask: int) -> int:
     """Write every file below `root` into the open directory `top`; how many."""
     count = 0
     for entry in source.tree.files(root):
-        checkpoint()  # a stop asked for (`acxfs.interrupts`) is honoured between files
+        checkpoint()  # a stop asked for (`acxfs.safe.interrupts`) is honoured between files
         relative = entry.path[len(root) + 1:] if root else entry.path
         parent, _, name = relative.rpartition("/")
         with safe_dirs.make_dirs_at(top, parent) as where:

@@ -93,11 +93,11 @@ def test_a_signal_right_after_a_descriptor_is_closed_stops_cleanly(
 @pytest.mark.parametrize("command", ["extract", "pack"])
 def test_a_signal_at_the_final_rename_lets_the_command_finish_whole(
         run_cli, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, command: str) -> None:
-    from acxfs.safe import dirs as safe_dirs
+    from acxfs.safe import _ops as safe_ops
 
     final = "TempDir.commit" if command == "extract" else "TempFile.commit"
     result, out, made, sent = run_writer(run_cli, tmp_path, command, lambda: sigterm_once_when(
-        monkeypatch, safe_dirs, "_checkpoint", called_from(final)))
+        monkeypatch, safe_ops, "_checkpoint", called_from(final)))
     assert sent == [final]
     assert result.code == 0 and result.err == "", result
     assert [p.name for p in out.iterdir()] == [made.name]

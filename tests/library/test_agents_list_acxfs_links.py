@@ -25,7 +25,7 @@ from tests.support import agents
 from tests.support.agent_setup import require, write_skill
 from tests.support.library import home, linked_description, ok, pack
 
-DOCS = Path(__file__).resolve().parent.parent / "docs" / "library.md"
+DOCS = Path(__file__).resolve().parents[2] / "docs" / "library.md"
 LISTING_AGENTS = ["gemini", "opencode", "copilot"]
 ONLY_SHARED = "acxfs-only-agents-dir"  # `--agent agents`: ~/.agents/skills
 ONLY_CLAUDE = "acxfs-only-claude-dir"  # `--agent claude`: ~/.claude/skills

@@ -12,7 +12,7 @@ import pytest
 
 from acxfs.errors import RefusedError
 from acxfs.library.plan import Plan, target
-from acxfs.library.state import Floor, Installed, LibraryState, Link, Revision
+from acxfs.library.state import Floor, Installed, LibraryState, Link, Places, Revision
 
 MNT = Path("/lib/mnt")
 AGENTS = Path("/home/u/.agents/skills")
@@ -147,7 +147,9 @@ def test_the_intent_holds_every_step_and_the_state_to_commit() -> None:
     plan.install(one, [AGENTS], MNT)
     intent = plan.intent("add")
     assert intent.op == "add" and intent.make == plan.make and intent.delete_files == []
-    assert LibraryState.from_json(intent.state, Path("x")).installed[ID].current == one
+    places = Places(str(MNT), frozenset({str(AGENTS), str(CLAUDE)}))  # what the state may name
+    read = LibraryState.from_json(intent.state, Path("x"), places)
+    assert read.installed[ID].current == one
 
 
 def test_two_identities_are_planned_independently() -> None:

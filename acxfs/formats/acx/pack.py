@@ -11,7 +11,7 @@ memory and written, like the key pair, through `acxfs.safe.files`: under a fresh
 open output directory, mode set with `fchmod` (0644 less the umask; a private key 0600), then
 renamed into place; only a cartridge, a key being replaced with `--force`, or a link at the
 name is replaced (the link itself, never its target).  A signal stops a pack only at a
-`checkpoint()` (`acxfs.interrupts`): between files read or compressed, and once before the
+`checkpoint()` (`acxfs.safe.interrupts`): between files read or compressed, and once before the
 rename.
 """
 
@@ -36,11 +36,11 @@ from acxfs.errors import AcxfsError, EnvironmentProblem, KeyFormatError, PackErr
 from acxfs.formats.acx.check import manifest_hash
 from acxfs.formats.acx.rows import ObjectRow, check_path
 from acxfs.formats.acx.schema import APPLICATION_ID, SQLITE_MAGIC, USER_VERSION, create_schema
-from acxfs.interrupts import checkpoint
 from acxfs.paths import trust_dir
 from acxfs.safe import dirs as safe_dirs
 from acxfs.safe import files as safe_files
 from acxfs.safe.inputs import open_input
+from acxfs.safe.interrupts import checkpoint
 from acxfs.signing.dsse import IN_TOTO_PAYLOAD_TYPE, sign_envelope
 from acxfs.signing.jcs import canonical_bytes
 from acxfs.signing.keys import PrivateKey, private_key_from_pem
@@ -197,7 +197,7 @@ def _collect_dir(dirfd: int, shown: Path, rel: str, base: str, files: list[Sourc
         raise _unreadable(shown, exc) from exc
     ordered = [entry for entry in entries if not entry[1]] + [e for e in entries if e[1]]
     for name, listed_as_dir in ordered:
-        checkpoint()  # a stop asked for (`acxfs.interrupts`) is honoured between files
+        checkpoint()  # a stop asked for (`acxfs.safe.interrupts`) is honoured between files
         full = shown / name
         rel_name = f"{rel}/{name}" if rel else name
         try:
