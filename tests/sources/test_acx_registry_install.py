@@ -219,6 +219,23 @@ def test_a_download_longer_or_shorter_than_bytes_is_refused(
         assert message == f"{url}: {size} bytes, short of the {size + 1} bytes its source names"
 
 
+def test_a_body_without_a_length_is_cut_at_bytes(registry: Path) -> None:
+    doc = reg.read_index(registry)
+    entry = next(c for c in doc["cartridges"] if c["version"] == "1.1.0")
+    files = files_route(registry)
+
+    def route(path: str) -> Reply | None:
+        found = files(path)
+        if found is None or not path.endswith(".acx"):
+            return found
+        return Reply(200, found.body + b"\0" * 65536, length=-1)  # until the server closes
+
+    with Scripted(route).running() as base:
+        message = refused("add", NAME, "--from", base)
+    assert message == (f"{base}{entry['path']}: longer than the {entry['bytes']} bytes its "
+                       "source names")
+
+
 def test_a_redirect_is_never_followed(registry: Path) -> None:
     def route(path: str) -> Reply:
         return Reply(302, b"", {"Location": "http://127.0.0.1:9/elsewhere/index.json"})

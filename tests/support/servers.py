@@ -44,7 +44,7 @@ class Reply:
     status: int = 200
     body: bytes = b""
     headers: dict[str, str] = field(default_factory=dict)
-    length: int | None = None  # a Content-Length that differs from the body's
+    length: int | None = None  # a Content-Length that differs from the body's (-1: none)
     stall: bool = False  # send the headers, then nothing
 
 
@@ -75,8 +75,9 @@ class Scripted:
                 self.send_response(reply.status)
                 for k, v in reply.headers.items():
                     self.send_header(k, v)
-                self.send_header("Content-Length", str(
-                    len(reply.body) if reply.length is None else reply.length))
+                if reply.length != -1:
+                    self.send_header("Content-Length", str(
+                        len(reply.body) if reply.length is None else reply.length))
                 self.end_headers()
                 if reply.stall:
                     self.wfile.flush()
