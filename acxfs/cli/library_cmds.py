@@ -99,12 +99,15 @@ def add_commands(subs: SubParsers) -> None:
     p = add_command(subs, "sync", "make this machine match a project's acxfs.lock (verified "
                     "bundles from the store or --from directories, links, git exclude lines)",
                     "acxfs sync                              # the project in .\n"
-                    "  acxfs sync --from vendor/skills && acxfs sync --check   # in CI",
+                    "  acxfs sync --from vendor/skills && acxfs sync --check   # in CI\n"
+                    "  acxfs sync --from https://mirror.example.com/reg/  # by the lock's path",
                     cmd_sync)
     p.add_argument("--project", metavar="DIR", default=".",
                    help="the project directory (default: .)")
     p.add_argument("--from", dest="sources", action="append", default=[], metavar="DIR",
-                   help="a directory holding bundles the lock names (repeatable)")
+                   help="a directory holding bundles the lock names, or a registry (a "
+                   "directory with index.json, https://BASE/, azphalt+https://BASE/) to fetch "
+                   "them from by the lock's path (repeatable)")
     p.add_argument("--check", action="store_true",
                    help="change nothing: say how this machine differs from the lock (exit 1 "
                    "if it does)")
@@ -161,8 +164,9 @@ def cmd_add(args: argparse.Namespace) -> int:
         return library.add(args.bundles, args.agent, allow_downgrade=args.allow_downgrade,
                            allow_key_change=args.allow_key_change)
     if args.project is not None:
-        raise EnvironmentProblem("--project with --from is not supported yet: add the bundle "
-                                 "file to the project")
+        return Projects(library).add(args.project, [], args.agent,
+                                     allow_downgrade=args.allow_downgrade,
+                                     remote=_fetch(library, args.bundles, args.source, args))
     return library.add([], args.agent, allow_downgrade=args.allow_downgrade,
                        allow_key_change=args.allow_key_change,
                        remote=_fetch(library, args.bundles, args.source, args))
