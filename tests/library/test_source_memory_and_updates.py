@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -128,3 +129,29 @@ def test_a_release_signed_by_another_key_needs_allow_key_change(
     assert message.endswith("--allow-key-change to accept the new key")
     ok(acxfs("update", "--allow-key-change"))
     assert "release 1.1.0" in description()
+
+
+@pytest.mark.parametrize(("change", "field", "problem"), [
+    (lambda m: m["coordinates"].__setitem__(f"{NAME} 1.0.0", 5),
+     f'coordinates["{NAME} 1.0.0"]', "not a string (a number)"),
+    (lambda m: m.__setitem__("generatedAt", "yesterday"), "generatedAt",
+     "not an RFC 3339 date-time"),
+    (lambda m: m["pulled"].__setitem__(f"{NAME} 1.0.0", {"status": "gone", "date": None,
+                                                         "reason": None, "successor": None}),
+     f'pulled["{NAME} 1.0.0"].status', "not one of deprecated, superseded, withdrawn, yanked, "
+     "revoked"),
+])
+def test_a_damaged_source_memory_is_refused_as_damaged_state(
+        tmp_path: Path, releases: dict[str, reg.Packed], change: Any, field: str,
+        problem: str) -> None:
+    root = reg.build(tmp_path / "r", [releases["1.0.0"]], status=[])
+    ok(acxfs("add", NAME, "--from", root))
+    state = data_dir() / "library.json"
+    doc = json.loads(state.read_text())
+    change(doc["sources"][str(root)])
+    state.write_text(json.dumps(doc))
+    result = acxfs("list")
+    assert result.returncode == 2, result
+    head = f"acxfs: error: {state} is damaged: sources["  # the source, shortened to 60
+    assert result.stderr.startswith(head), result.stderr
+    assert f"].{field}: {problem}; see docs/library.md" in result.stderr, result.stderr
