@@ -15,6 +15,7 @@ from acxfs.cli.common import SubParsers, add_command, say
 from acxfs.errors import EnvironmentProblem
 from acxfs.library import remote, updates
 from acxfs.library.agents import agent_names, help_table
+from acxfs.library.lock_sources import is_registry
 from acxfs.library.manager import Library
 from acxfs.library.project import Projects
 from acxfs.library.repair import repair
@@ -22,6 +23,7 @@ from acxfs.library.report import describe_library, render_library
 from acxfs.paths import trust_dir
 from acxfs.sources.http import DEFAULT_TIMEOUT
 from acxfs.sources.policy import load_policy
+from acxfs.sources.spec import normalise
 
 _PROJECT_HELP = ("the project directory DIR instead of the user library: links in "
                  "DIR/.agents/skills and DIR/.claude/skills, entries in DIR/acxfs.lock")
@@ -111,6 +113,9 @@ def add_commands(subs: SubParsers) -> None:
     p.add_argument("--check", action="store_true",
                    help="change nothing: say how this machine differs from the lock (exit 1 "
                    "if it does)")
+    p.add_argument("--offline", action="store_true",
+                   default=os.environ.get("ACXFS_OFFLINE") == "1",
+                   help="no network: the store and directories only (also ACXFS_OFFLINE=1)")
     add_command(subs, "down", "stop the library daemon (links dangle until acxfs up)",
                 "acxfs down", cmd_down)
     add_command(subs, "repair", "rebuild a damaged library from its store and the links acxfs "
@@ -197,7 +202,13 @@ def cmd_sync(args: argparse.Namespace) -> int:
         if args.sources:
             raise EnvironmentProblem("--check changes nothing: it takes no --from")
         return Projects(_library()).check(args.project)
-    return Projects(_library()).sync(args.project, args.sources)
+    library = _library()
+    for source in args.sources:
+        if is_registry(source):
+            library.policy.check_source(normalise(source))
+        else:
+            library.policy.check_files()
+    return Projects(library).sync(args.project, args.sources, offline=args.offline)
 
 
 def cmd_revert(args: argparse.Namespace) -> int:

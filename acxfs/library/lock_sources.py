@@ -21,6 +21,7 @@ from acxfs.library.lockfile import LockEntry
 from acxfs.library.state import Revision
 from acxfs.paths import LibraryPaths
 from acxfs.sources.http import Http
+from acxfs.sources.policy import Policy
 from acxfs.sources.release import Release
 from acxfs.sources.spec import AZPHALT, parse_source
 from acxfs.trust.policy import TrustContext
@@ -33,7 +34,7 @@ def is_registry(source: str) -> bool:
 
 
 def fetch_locked(entry: LockEntry, registries: list[str], paths: LibraryPaths,
-                 trust: TrustContext, http: Http) -> Checked | None:
+                 trust: TrustContext, http: Http, policy: Policy) -> Checked | None:
     """The locked bytes of `entry` from the first source that has them, checked in full; None
     when the entry has no origin or no source offers its file."""
     origin = lockfile.origin_of(entry.source_file)
@@ -42,6 +43,7 @@ def fetch_locked(entry: LockEntry, registries: list[str], paths: LibraryPaths,
     for release, kind in _candidates(entry, origin, registries):
         if release.local is not None and not os.path.isfile(release.local):
             continue
+        policy.check_source(release.source)
         where = release.url or release.local or ""
 
         def same_bytes(sha256: str, where: str = where) -> None:

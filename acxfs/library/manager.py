@@ -399,13 +399,18 @@ class Library:
         plan = Plan.of(state)
         for identity, item in state.installed.items():
             prefix = item.current.prefix
-            if prefix in served and item.suspended and item.withdrawn is None:
+            barred = self.policy.refusal_of(item.current.source, item.current.publisher,
+                                            item.current.keyid)
+            if prefix in served and barred is None and item.suspended \
+                    and item.withdrawn is None:
                 plan.resume(identity, self.paths.mnt)
                 self.note(printable(f"acxfs: note: serving {identity} again; linked"))
-            elif prefix not in served and not item.suspended and item.withdrawn is None:
+            elif (prefix not in served or barred) and not item.suspended \
+                    and item.withdrawn is None:
                 plan.suspend(identity)
-                self.note(printable(f"acxfs: note: not serving {identity}: "
-                                    f"{refused.get(prefix, 'not loaded')}; links removed"))
+                why = barred or refused.get(prefix, "not loaded")
+                self.note(printable(f"acxfs: note: not serving {identity}: {why}; links "
+                                    "removed"))
         make, remove, notes = project_plan.reconcile(plan.after, served, refused, self.paths.mnt)
         plan.make.extend(make)
         plan.remove.extend(remove)

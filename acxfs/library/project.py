@@ -310,7 +310,7 @@ class Projects:
                             f"{root} BUNDLE makes one)")
         return lock
 
-    def sync(self, directory: str, sources: list[str]) -> int:
+    def sync(self, directory: str, sources: list[str], offline: bool = False) -> int:
         """Make this machine match the project's lock (never editing it)."""
         root = project_root(directory)
         lock = self._lock(root)
@@ -325,10 +325,12 @@ class Projects:
             loading = False
             try:
                 for entry in lock.entries:
-                    result = self._bundle(root, entry, sources, trust)
+                    result = self._bundle(root, entry, sources, trust, offline)
                     checked.append(result)
                     rev = _compare(root, entry, result.revision,
                                    os.stat(lib.paths.store / result.revision.file).st_size)
+                    lib.policy.check_publisher(rev.publisher)
+                    lib.policy.check_keyid(rev.keyid)
                     had = project.bundles.get(entry.identity)
                     if had is not None and had.revision.digest == rev.digest:
                         rev = had.revision  # the same bytes: the same record
@@ -359,7 +361,7 @@ class Projects:
         return 0
 
     def _bundle(self, root: Path, entry: LockEntry, sources: list[str],
-                trust: TrustContext) -> Checked:
+                trust: TrustContext, offline: bool = False) -> Checked:
         """The bytes `entry` names, checked in full: from the store, else copied from the
         first --from directory that has them."""
         paths = self.library.paths
@@ -369,7 +371,7 @@ class Projects:
             found, named = _search(entry, [s for s in sources if not is_registry(s)])
             fetched = None if found is not None else fetch_locked(
                 entry, [s for s in sources if is_registry(s)], paths, trust,
-                Http(offline=os.environ.get("ACXFS_OFFLINE") == "1"))
+                Http(offline=offline), self.library.policy)
             if fetched is not None:
                 return fetched
             if found is None:

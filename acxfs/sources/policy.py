@@ -84,6 +84,20 @@ class Policy:
             if not r.files:
                 raise PolicyRefusal(f"{r.path}: local files are not allowed")
 
+    def refusal_of(self, source: str | None, publisher: str | None,
+                   keyid: str) -> str | None:
+        """Why the policy no longer allows an installed revision (None: it does)."""
+        try:
+            if source is None:
+                self.check_files()
+            else:
+                self.check_source(source)
+            self.check_publisher(publisher)
+            self.check_keyid(keyid)
+        except PolicyRefusal as exc:
+            return str(exc)
+        return None
+
     def check_index_age(self, where: str, generated: dt.datetime) -> None:
         now = dt.datetime.now(dt.UTC)
         for r in self.rules:

@@ -99,3 +99,32 @@ def test_a_lock_source_that_is_not_its_entrys_is_refused(
         lock.write_text(json.dumps(doc))
         message = one_line_error(one.acxfs("sync", "--check", cwd=project), 2)
         assert message == f"acxfs: error: {lock}: {problem}"
+
+
+def test_sync_obeys_policy_and_offline(tmp_path: Path) -> None:
+    with machines(tmp_path, "one", "two") as (one, two):
+        one.ok("keygen")
+        cart = pack(one, tmp_path, "research", "1.1.0", "expertise-designer")
+        root = reg.build(tmp_path / "registry",
+                         [reg.Packed(PUBLISHER, "research", "1.1.0", cart)], status=[])
+        with Scripted(files_route(root)).running() as base:
+            origin = init_repo(one, tmp_path / "origin")
+            one.ok("add", "--project", origin, NAME, "--from", base)
+            one.git("add", "-A", cwd=origin)
+            one.git("commit", "-qm", "skills", cwd=origin)
+            two.ok("trust", "add", cart)
+            clone = tmp_path / "clone"
+            two.git("clone", "-q", origin, clone, cwd=tmp_path)
+            offline = one_line_error(two.acxfs("sync", "--offline", cwd=clone), 2)
+            assert offline == f"acxfs: error: {NAME} 1.1.0 needs a download from {base}" \
+                f"{PATH}; offline"
+            trust = two.root / "trust"
+            (trust / "policy.json").write_text(json.dumps(
+                {"schemaVersion": "acxfs.policy/1", "sources": [str(root)], "files": False}))
+            barred = one_line_error(two.acxfs("sync", cwd=clone), 1)
+            assert barred == f"acxfs: error: {trust}/policy.json: source {base} is not allowed"
+            folder = tmp_path / "vendor"
+            folder.mkdir()
+            files = one_line_error(two.acxfs("sync", "--from", folder, cwd=clone), 1)
+            assert files == f"acxfs: error: {trust}/policy.json: local files are not allowed"
+            assert "matches acxfs.lock" in two.ok("sync", "--from", root, cwd=clone)

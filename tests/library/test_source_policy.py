@@ -118,3 +118,19 @@ def test_the_system_policy_applies_too(root: Path, tmp_path: Path) -> None:
     assert result.returncode == 1, result
     assert result.stderr.strip() == (f"acxfs: error: /etc/acxfs/policy.json: source {root} "
                                      "is not allowed")
+
+
+def test_up_unlinks_what_the_policy_no_longer_allows_and_links_it_again(
+        root: Path, isolated_user_state: Path) -> None:
+    ok(acxfs("add", NAME, "--from", root))
+    link = agent_dirs()[0] / "helper-skill"
+    path = policy(isolated_user_state, publishers=["com.example"])
+    result = acxfs("up")
+    assert result.returncode == 0, result
+    assert f"not serving {NAME}: {path}: publisher {reg.PUBLISHER} is not allowed; links " \
+        "removed" in result.stderr, result.stderr
+    assert not link.exists()
+    path.unlink()
+    result = acxfs("up")
+    assert f"serving {NAME} again; linked" in result.stderr, result.stderr
+    assert link.is_symlink()
