@@ -62,6 +62,9 @@ def fetch_locked(entry: LockEntry, registries: list[str], paths: LibraryPaths,
 def origin_for(rev: Revision) -> str:
     """What a project records as the source of a revision fetched from a source."""
     key = rev.source or ""
+    coordinate = rev.coordinate or ""
+    if not key.startswith(AZPHALT) and not coordinate.startswith("cartridges/"):
+        return coordinate  # a file of a folder of bundles: recorded as a file
     if key.startswith(AZPHALT):
         return lockfile.origin_text({"azphalt": key[len(AZPHALT):], "id": rev.identity,
                                      "version": rev.version})

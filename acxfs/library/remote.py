@@ -64,6 +64,8 @@ class Sources:
     def client(self, text: str, asking: str) -> sources.Client:
         spec = sources.parse_source(text)
         self.options.policy.check_source(spec.key)
+        if spec.kind == "folder":
+            self.options.policy.check_files()
         if spec.key not in self.clients:
             if spec.remote and self.options.offline:
                 raise NetworkError(f"{asking} needs a download from {spec.key}; offline")

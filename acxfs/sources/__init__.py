@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Protocol
 
-from acxfs.sources import azphalt, registry
+from acxfs.sources import azphalt, folder, registry
 from acxfs.sources.http import Http
 from acxfs.sources.memory import SourceMemory
 from acxfs.sources.policy import Policy
@@ -39,6 +39,8 @@ def client_for(spec: SourceSpec, http: Http, memory: SourceMemory,
                policy: Policy | None = None) -> Client:
     if spec.kind == "azphalt":
         return azphalt.AzphaltRepository(spec, http, memory)
+    if spec.kind == "folder":
+        return folder.Folder(spec, http, memory)
     return registry.AcxRegistry(spec, http, memory, policy or Policy())
 
 

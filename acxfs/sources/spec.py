@@ -1,10 +1,11 @@
 """`--from SOURCE`: which kind of source it is and its one normalised spelling.
 
 Invariant: a source is an ACX registry (a directory holding `index.json`, or a registry
-clone holding `registry/index.json`; or `https://BASE/`, plain `http://` only for loopback)
-or an azphalt repository (`azphalt+https://BASE/`).  Its `key` is what acxfs records and what
-policy compares: a URL with one trailing `/`, a directory's real path.  Nothing here reads
-the network; a URL that may never be asked is refused before anything else happens.
+clone holding `registry/index.json`; or `https://BASE/`, plain `http://` only for loopback),
+an azphalt repository (`azphalt+https://BASE/`), or else a directory of bundle files.  Its
+`key` is what acxfs records and what policy compares: a URL with one trailing `/`, a
+directory's real path.  Nothing here reads the network; a URL that may never be asked is
+refused before anything else happens.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ AZPHALT = "azphalt+"
 
 @dataclass(frozen=True)
 class SourceSpec:
-    kind: Literal["registry", "azphalt"]
+    kind: Literal["registry", "azphalt", "folder"]
     key: str  # the normalised source: what acxfs records and policy compares
     base_url: str | None  # ACX or azphalt over HTTP(S): BASE with a trailing /
     base_dir: str | None  # ACX in a directory: the directory that holds index.json
@@ -52,7 +53,7 @@ def parse_source(text: str) -> SourceSpec:
     for base in (real, os.path.join(real, "registry")):
         if os.path.isfile(os.path.join(base, "index.json")):
             return SourceSpec("registry", real, None, base)
-    raise EnvironmentProblem(f"{text}: holds no ACX index.json (nor registry/index.json)")
+    return SourceSpec("folder", real, None, real)  # a folder of bundle files
 
 
 def normalise(text: str) -> str:

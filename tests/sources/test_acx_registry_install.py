@@ -261,3 +261,20 @@ def test_offline_refuses_the_network_and_keeps_directories(registry: Path) -> No
 
 def _environ() -> dict[str, str]:
     return dict(os.environ)
+
+
+def test_a_folder_of_bundle_files_is_a_source(
+        tmp_path: Path, releases: dict[str, reg.Packed], isolated_user_state: Path) -> None:
+    folder = tmp_path / "vendor"
+    folder.mkdir()
+    for p in releases.values():
+        shutil.copyfile(p.file, folder / p.file.name)
+    (folder / "notes.txt").write_text("not a bundle\n")
+    ok(acxfs("add", NAME, "--from", folder))
+    assert "release 1.1.0" in description()
+    bundle = listing()["bundles"][0]
+    assert (bundle["source"], bundle["coordinate"]) == (str(folder), releases["1.1.0"].file.name)
+    (isolated_user_state / "policy.json").write_text(
+        '{"schemaVersion": "acxfs.policy/1", "files": false}')
+    message = refused("add", f"{NAME}@2.0.0-rc.1", "--from", folder)
+    assert message == f"{isolated_user_state}/policy.json: local files are not allowed"
