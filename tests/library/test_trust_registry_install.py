@@ -16,6 +16,7 @@ from scripts.mounting import acxfs
 from tests.sources.test_acx_registry_install import refused
 from tests.support.demo import PUBLISHER
 from tests.support.library import ok
+from tests.support.servers import Reply, Scripted
 
 pytestmark = [pytest.mark.fuse, pytest.mark.slow, pytest.mark.usefixtures("library_stops")]
 
@@ -45,3 +46,15 @@ def test_a_broken_registry_is_refused_as_the_loader_would(
     message = refused("trust", "add", bad, code=2)
     assert message == f"trust registry {bad} is unusable: keys is not a list"
     assert not (isolated_user_state / "registries").exists()
+
+
+def test_a_trust_registry_is_fetched_with_from_url(
+        trusted_registry: Path, isolated_user_state: Path) -> None:
+    data = trusted_registry.read_bytes()
+    with Scripted(lambda path: Reply(200, data) if path == "/trust.json" else None
+                  ).running() as base:
+        out = ok(acxfs("trust", "add", "--from", f"{base}trust.json"))
+        assert out.startswith("installed trust registry acxfs-tests"), out
+        message = refused("trust", "add", "--from", f"{base}missing.json", code=2)
+    assert message == f"{base}missing.json: HTTP 404 Not Found"
+    assert (isolated_user_state / "registries" / "acxfs-tests.json").read_bytes() == data
