@@ -149,3 +149,17 @@ class VersionError(InputError, ValueError):
 class LockError(EnvironmentProblem):
     """A project's acxfs.lock acxfs will not read: not the lock's schema, a field missing,
     unknown or malformed, merge conflict markers (exit 2)."""
+
+
+class SourceError(RefusedError):
+    """What a registry or repository said is unusable or not allowed: a bad index field, a
+    withdrawn release, a changed coordinate, a download that is not what was named (exit 1)."""
+
+
+class NetworkError(EnvironmentProblem):
+    """A source could not be read: no answer, TLS refused, a redirect, a plain-HTTP address
+    that is not loopback, or `--offline` (exit 2)."""
+
+
+class PolicyRefusal(RefusedError):
+    """Something the policy in effect (policy.json) does not allow (exit 1)."""

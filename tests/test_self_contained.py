@@ -61,7 +61,7 @@ def test_no_file_names_the_material_beside_the_checkout() -> None:
 
 def test_fixtures_are_exactly_the_listed_copies() -> None:
     listed = listed_fixtures()
-    assert len(listed) == 22
+    assert len(listed) == 27
     on_disk = {
         str(p.relative_to(FIXTURES)): p for p in FIXTURES.rglob("*")
         if p.is_file() and p.name != "README.md"
@@ -72,7 +72,7 @@ def test_fixtures_are_exactly_the_listed_copies() -> None:
     assert changed == set()
 
 
-@pytest.mark.parametrize("folder", ["real", "azp", "registry"])
+@pytest.mark.parametrize("folder", ["real", "azp", "registry", "azphalt-repository"])
 def test_each_fixture_folder_keeps_its_own_readme(folder: str) -> None:
     assert (FIXTURES / folder / "README.md").is_file()
 

@@ -9,14 +9,21 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 
 from acxfs.cli.common import SubParsers, add_command, say
 from acxfs.errors import EnvironmentProblem
+from acxfs.library import remote, updates
 from acxfs.library.agents import agent_names, help_table
+from acxfs.library.lock_sources import is_registry
 from acxfs.library.manager import Library
 from acxfs.library.project import Projects
 from acxfs.library.repair import repair
 from acxfs.library.report import describe_library, render_library
+from acxfs.paths import trust_dir
+from acxfs.sources.http import DEFAULT_TIMEOUT
+from acxfs.sources.policy import load_policy
+from acxfs.sources.spec import normalise
 
 _PROJECT_HELP = ("the project directory DIR instead of the user library: links in "
                  "DIR/.agents/skills and DIR/.claude/skills, entries in DIR/acxfs.lock")
@@ -37,9 +44,15 @@ def add_commands(subs: SubParsers) -> None:
         "  acxfs add tools.acx --agent gemini      # ~/.gemini/skills only\n"
         "  acxfs add --project . research.acx      # ./.claude/skills, ./.agents/skills and "
         "./acxfs.lock", cmd_add)
-    p.epilog = f"{p.epilog}\n\n{help_table()}"
+    p.epilog = (f"{p.epilog}\n"
+                "  acxfs add io.github.me/research --from https://skills.example.com/registry/\n"
+                "  acxfs add io.github.me/research@1.2.0 --from ~/src/acx    # a registry clone\n"
+                "  acxfs add com.example.skills --from azphalt+https://pkgs.example.com/"
+                f"\n\n{help_table()}")
     _project_option(p)
-    p.add_argument("bundles", nargs="+", metavar="BUNDLE", help="an .acx cartridge or .azp package")
+    p.add_argument("bundles", nargs="+", metavar="BUNDLE|NAME",
+                   help="an .acx cartridge or .azp package; with --from: PUBLISHER/ID[@VERSION] "
+                   "or an azphalt package ID[@VERSION]")
     p.add_argument("--agent", action="append", choices=agent_names(), metavar="NAME",
                    help="link into this agent's own skill directory only (repeatable; "
                    "default: agents and claude; the table below)")
@@ -47,15 +60,23 @@ def add_commands(subs: SubParsers) -> None:
                    help="install a version below the highest one ever installed, or another "
                    "release under a version number already installed")
     p.add_argument("--allow-key-change", action="store_true", help=_KEY_CHANGE_HELP)
+    source_options(p)
     p = add_command(subs, "update", "install newer versions of installed bundles (links "
                     "re-pointed in one rename each; the previous revision kept)",
-                    "acxfs update research-1.3.0.acx\n"
-                    "  acxfs update --project . research-1.3.0.acx", cmd_update)
+                    "acxfs update research-1.3.0.acx          # a file\n"
+                    "  acxfs update --project . research-1.3.0.acx\n"
+                    "  acxfs update                              # all installed from a source\n"
+                    "  acxfs update io.github.me/research --check  # exit 1: an update waits\n"
+                    "  acxfs update io.github.me/research --from ~/mirror/acx", cmd_update)
     _project_option(p)
-    p.add_argument("bundles", nargs="+", metavar="BUNDLE")
+    p.add_argument("bundles", nargs="*", metavar="BUNDLE|IDENTITY",
+                   help="bundle files; or identities installed from a source (none: all)")
     p.add_argument("--allow-downgrade", action="store_true",
                    help="allow a version below the floor, or another release under one number")
     p.add_argument("--allow-key-change", action="store_true", help=_KEY_CHANGE_HELP)
+    p.add_argument("--check", action="store_true",
+                   help="change nothing; say what update would do; exit 1 if anything")
+    source_options(p)
     p = add_command(subs, "revert", "serve the previous revision of installed bundles again",
                     "acxfs revert io.github.me/research", cmd_revert)
     p.add_argument("names", nargs="+", metavar="IDENTITY|SKILL")
@@ -80,15 +101,21 @@ def add_commands(subs: SubParsers) -> None:
     p = add_command(subs, "sync", "make this machine match a project's acxfs.lock (verified "
                     "bundles from the store or --from directories, links, git exclude lines)",
                     "acxfs sync                              # the project in .\n"
-                    "  acxfs sync --from vendor/skills && acxfs sync --check   # in CI",
+                    "  acxfs sync --from vendor/skills && acxfs sync --check   # in CI\n"
+                    "  acxfs sync --from https://mirror.example.com/reg/  # by the lock's path",
                     cmd_sync)
     p.add_argument("--project", metavar="DIR", default=".",
                    help="the project directory (default: .)")
     p.add_argument("--from", dest="sources", action="append", default=[], metavar="DIR",
-                   help="a directory holding bundles the lock names (repeatable)")
+                   help="a directory holding bundles the lock names, or a registry (a "
+                   "directory with index.json, https://BASE/, azphalt+https://BASE/) to fetch "
+                   "them from by the lock's path (repeatable)")
     p.add_argument("--check", action="store_true",
                    help="change nothing: say how this machine differs from the lock (exit 1 "
                    "if it does)")
+    p.add_argument("--offline", action="store_true",
+                   default=os.environ.get("ACXFS_OFFLINE") == "1",
+                   help="no network: the store and directories only (also ACXFS_OFFLINE=1)")
     add_command(subs, "down", "stop the library daemon (links dangle until acxfs up)",
                 "acxfs down", cmd_down)
     add_command(subs, "repair", "rebuild a damaged library from its store and the links acxfs "
@@ -96,24 +123,78 @@ def add_commands(subs: SubParsers) -> None:
                 cmd_repair)
 
 
-def _library() -> Library:
-    return Library(say=print, note=say)
+def source_options(p: argparse.ArgumentParser) -> None:
+    group = p.add_argument_group("sources")
+    group.add_argument("--from", dest="source", metavar="SOURCE",
+                       help="a registry directory or clone, https://BASE/ of one, or "
+                       "azphalt+https://BASE/ (plain http:// only for loopback)")
+    group.add_argument("--timeout", type=float, default=DEFAULT_TIMEOUT, metavar="S",
+                       help="seconds without an answer before giving up, per connect and read "
+                       "(default: 30)")
+    group.add_argument("--offline", action="store_true",
+                       default=os.environ.get("ACXFS_OFFLINE") == "1",
+                       help="no network: directories and the store only (also ACXFS_OFFLINE=1)")
+    group.add_argument("--allow-withdrawn", action="store_true",
+                       help="install a release its source withdrew, yanked or revoked")
+    group.add_argument("--allow-stale", action="store_true",
+                       help="accept an index or ledger older than the one accepted before")
 
 
-def cmd_add(args: argparse.Namespace) -> int:
-    if args.project is not None:
-        return Projects(_library()).add(args.project, args.bundles, args.agent,
-                                        allow_downgrade=args.allow_downgrade)
-    return _library().add(args.bundles, args.agent, allow_downgrade=args.allow_downgrade,
+def _options(args: argparse.Namespace) -> remote.Options:
+    if args.timeout <= 0:
+        raise EnvironmentProblem("--timeout: not a positive number of seconds")
+    return remote.Options(policy=load_policy(trust_dir()), timeout=args.timeout,
+                          offline=args.offline,
+                          allow_withdrawn=args.allow_withdrawn, allow_stale=args.allow_stale,
                           allow_key_change=args.allow_key_change)
 
 
-def cmd_update(args: argparse.Namespace) -> int:
+def _fetch(library: Library, names: list[str], source: str,
+           args: argparse.Namespace) -> remote.Fetch:
+    requests = [(*remote.split_name(n), source) for n in names]
+    return remote.Fetch(requests, remote.Sources(_options(args)), library.paths, library.note)
+
+
+def _library() -> Library:
+    return Library(say=print, note=say, policy=load_policy(trust_dir()))
+
+
+def cmd_add(args: argparse.Namespace) -> int:
+    library = _library()
+    if args.source is None:
+        library.policy.check_files()
+        if args.project is not None:
+            return Projects(library).add(args.project, args.bundles, args.agent,
+                                         allow_downgrade=args.allow_downgrade)
+        return library.add(args.bundles, args.agent, allow_downgrade=args.allow_downgrade,
+                           allow_key_change=args.allow_key_change)
     if args.project is not None:
-        return Projects(_library()).add(args.project, args.bundles, None,
-                                        allow_downgrade=args.allow_downgrade, update_only=True)
-    return _library().add(args.bundles, None, allow_downgrade=args.allow_downgrade,
-                          update_only=True, allow_key_change=args.allow_key_change)
+        return Projects(library).add(args.project, [], args.agent,
+                                     allow_downgrade=args.allow_downgrade,
+                                     remote=_fetch(library, args.bundles, args.source, args))
+    return library.add([], args.agent, allow_downgrade=args.allow_downgrade,
+                       allow_key_change=args.allow_key_change,
+                       remote=_fetch(library, args.bundles, args.source, args))
+
+
+def cmd_update(args: argparse.Namespace) -> int:
+    library = _library()
+    files = [b for b in args.bundles if os.path.isfile(b)]
+    if files and len(files) == len(args.bundles) and args.source is None and not args.check:
+        library.policy.check_files()
+        if args.project is not None:
+            return Projects(library).add(args.project, args.bundles, None,
+                                         allow_downgrade=args.allow_downgrade,
+                                         update_only=True)
+        return library.add(args.bundles, None, allow_downgrade=args.allow_downgrade,
+                           update_only=True, allow_key_change=args.allow_key_change)
+    if files:
+        raise EnvironmentProblem(f"{files[0]}: a file; update takes either files, or "
+                                 "identities installed from a source (with --from, --check)")
+    if args.project is not None:
+        raise EnvironmentProblem("update --project takes bundle files")
+    return updates.update(library, args.bundles, args.source, _options(args), args.check,
+                          args.allow_downgrade, warn_only=library.policy.warn_withdrawn)
 
 
 def cmd_sync(args: argparse.Namespace) -> int:
@@ -121,7 +202,13 @@ def cmd_sync(args: argparse.Namespace) -> int:
         if args.sources:
             raise EnvironmentProblem("--check changes nothing: it takes no --from")
         return Projects(_library()).check(args.project)
-    return Projects(_library()).sync(args.project, args.sources)
+    library = _library()
+    for source in args.sources:
+        if is_registry(source):
+            library.policy.check_source(normalise(source))
+        else:
+            library.policy.check_files()
+    return Projects(library).sync(args.project, args.sources, offline=args.offline)
 
 
 def cmd_revert(args: argparse.Namespace) -> int:

@@ -14,7 +14,12 @@ from acxfs.cli.common import SubParsers, add_command, say
 from acxfs.errors import EnvironmentProblem
 from acxfs.library.manager import Library
 from acxfs.paths import trust_dir
+from acxfs.safe.inputs import open_input
+from acxfs.sources.http import Http
+from acxfs.sources.policy import load_policy
+from acxfs.sources.registry import INDEX_LIMIT
 from acxfs.text import printable
+from acxfs.trust import registries
 from acxfs.trust.store import list_pins, load_trust, remove_pin
 
 
@@ -22,18 +27,25 @@ def add_commands(subs: SubParsers) -> None:
     p = add_command(subs, "trust", "manage the trust store (pinned keys)",
                     "acxfs trust add research.acx", cmd_trust_help)
     actions = p.add_subparsers(dest="trust_command", metavar="ACTION")
-    q = add_command(actions, "add", "pin the signer key of a container, or a public key file",
+    q = add_command(actions, "add", "pin the signer key of a container or a public key file, "
+                    "or install a trust registry",
                     "acxfs trust add research.acx\n"
-                    "  acxfs trust add key.pub.pem --publisher com.example", cmd_trust_add)
-    q.add_argument("source", metavar="CART|PKG|PUB.pem")
+                    "  acxfs trust add key.pub.pem --publisher com.example\n"
+                    "  acxfs trust add fleet.registry.json       # an acx.trust-registry/1 file\n"
+                    "  acxfs trust add --from https://skills.example.com/trust/registry.json",
+                    cmd_trust_add)
+    q.add_argument("source", nargs="?", metavar="CART|PKG|PUB.pem|REGISTRY.json")
+    q.add_argument("--from", dest="url", metavar="URL",
+                   help="fetch a trust registry file from this https:// URL (16 MiB at most)")
     q.add_argument("--publisher", metavar="ID",
                    help="the one publisher the key is trusted for (default: a container's "
                    "signed publisher; required for a key file and for a container whose "
                    "signed statement names none)")
     add_command(actions, "list", "list pinned keys", "acxfs trust list", cmd_trust_list)
-    q = add_command(actions, "remove", "remove a pinned key",
-                    "acxfs trust remove ed25519:ab12...", cmd_trust_remove)
-    q.add_argument("keyid", metavar="KEYID")
+    q = add_command(actions, "remove", "remove a pinned key, or an installed trust registry",
+                    "acxfs trust remove ed25519:ab12...\n  acxfs trust remove fleet-registry",
+                    cmd_trust_remove)
+    q.add_argument("keyid", metavar="KEYID|REGISTRY_ID")
 
 
 def cmd_trust_help(args: argparse.Namespace) -> int:
@@ -41,11 +53,41 @@ def cmd_trust_help(args: argparse.Namespace) -> int:
 
 
 def cmd_trust_add(args: argparse.Namespace) -> int:
+    if (args.url is None) == (args.source is None):
+        raise EnvironmentProblem("trust add takes a file, or --from URL")
+    if args.url is not None:
+        data = Http().fetch(args.url, limit=INDEX_LIMIT).body
+        return _install_registry(data, args.url)
+    head = _head(args.source)
+    if head is not None and registries.is_registry(head):
+        return _install_registry(head, args.source)
     keyid, publisher, path, replaced = formats.pin_from(args.source, args.publisher)
     print(f"pinned {keyid}")
     print(printable(f"publisher: {publisher}"))
     if replaced is not None:
         print(f"replaces its pin for publisher {replaced}")
+    print(f"stored in {path}")
+    Library(note=say).reload()
+    return 0
+
+
+def _head(path: str) -> bytes | None:
+    """The bytes of a file small enough to be a trust registry (else None)."""
+    try:
+        with open_input(path) as f:
+            data = f.read(INDEX_LIMIT + 1)
+    except OSError:
+        return None
+    return data if len(data) <= INDEX_LIMIT else None
+
+
+def _install_registry(data: bytes, source: str) -> int:
+    if not registries.is_registry(data):
+        raise EnvironmentProblem(f"{source}: not an acx.trust-registry/1 file")
+    registry_id, path, keys = registries.install_registry(data, source)
+    print(printable(f"installed trust registry {registry_id} ({len(keys)} keys)"))
+    for key in keys:
+        print(printable(f"  {key.keyid}  publisher={key.publisher} status={key.status}"))
     print(f"stored in {path}")
     Library(note=say).reload()
     return 0
@@ -61,10 +103,20 @@ def cmd_trust_list(args: argparse.Namespace) -> int:
     for keyid in ctx.local:
         print(f"{keyid}  local")
     print(f"trust store: {trust_dir()}")
+    rules = load_policy(trust_dir()).rules
+    for rule in rules:
+        for line in rule.describe():
+            print(printable(line))
+    if not rules:
+        print("policy: none (no limit on sources, publishers, keys or files)")
     return 0
 
 
 def cmd_trust_remove(args: argparse.Namespace) -> int:
+    if not args.keyid.startswith("ed25519:") and registries.remove_registry(args.keyid):
+        print(printable(f"removed trust registry {args.keyid}"))
+        Library(note=say).reload()
+        return 0
     if not remove_pin(args.keyid):
         raise EnvironmentProblem(f"no pinned key {args.keyid}")
     print(f"removed {args.keyid}")

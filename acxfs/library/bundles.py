@@ -10,11 +10,12 @@ from __future__ import annotations
 
 import hashlib
 import os
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from acxfs import formats
 from acxfs.container import Report
-from acxfs.errors import UntrustedError
+from acxfs.errors import RefusedError, UntrustedError
 from acxfs.library.agent_links import private_dir
 from acxfs.library.state import Revision, now_text
 from acxfs.paths import LibraryPaths
@@ -33,22 +34,61 @@ class Checked:
     new_file: bool  # False: the same bytes were already in the store
 
 
+def untrusted(where: str, exc: UntrustedError, file: bool) -> RefusedError:
+    """The refusal of a bundle whose signer is not trusted, naming the command that would
+    trust it: the file (or the signer's key file), the keyid, the signed publisher."""
+    verdict = exc.verdict
+    publisher = verdict.publisher or "ID"
+    if verdict.keyid and file:
+        how = f"acxfs trust add {where} --publisher {publisher} (pins {verdict.keyid})"
+    elif verdict.keyid:
+        how = (f"acxfs trust add KEY.pub.pem --publisher {publisher} with the key of "
+               f"{verdict.keyid}")
+    else:
+        how = "acxfs trust add KEY.pub.pem --publisher ID"
+    return RefusedError(f"{where}: {verdict.line}; the library serves only verified bundles: "
+                        f"trust its signer with '{how}' or install its registry: acxfs trust "
+                        "add REGISTRY.json", exit_code=verdict.exit_code)
+
+
 def import_bundle(path: str, paths: LibraryPaths, trust: TrustContext) -> Checked:
     """Copy `path` into the store, check the copy in full, then name it by its digest."""
-    private_dir(paths.store)
     source = open_input(path)
+    try:
+        return import_staged(lambda write: _copy(source.fileno(), write), paths, trust)
+    finally:
+        source.close()
+
+
+def _copy(fd: int, write: Callable[[bytes], None]) -> None:
+    while chunk := os.read(fd, 1 << 20):
+        write(chunk)
+
+
+def import_staged(fill: Callable[[Callable[[bytes], None]], None], paths: LibraryPaths,
+                  trust: TrustContext,
+                  before_check: Callable[[str], None] | None = None) -> Checked:
+    """Have `fill` write a bundle's bytes into the store's staging copy; `before_check` sees
+    the copy's sha256 before anything parses it; then check the copy in full and name it by
+    its digest.  A refusal anywhere leaves nothing in the store."""
+    private_dir(paths.store)
     store_fd = safe_dirs.open_dir(paths.store)
     hasher = hashlib.sha256()
     try:
-        staged = safe_files.copy_fd_at(store_fd, "incoming", source.fileno(), 0o400, hasher.update)
+        staged = safe_files.open_new_at(store_fd, "incoming", 0o400)
     except BaseException:
         os.close(store_fd)
         raise
-    finally:
-        source.close()
     committed = False
     try:
+        def write(chunk: bytes) -> None:
+            hasher.update(chunk)
+            staged.write(chunk)
+
+        fill(write)
         digest = hasher.hexdigest()
+        if before_check is not None:
+            before_check(digest)
         report, revision = _checked(staged.proc_path, digest, trust)
         name = revision.file
         new_file = not os.path.lexists(paths.store / name)

@@ -21,13 +21,14 @@ from pathlib import Path
 
 from acxfs import semver
 from acxfs.container import SEGMENT_RE
-from acxfs.errors import LockError
+from acxfs.errors import LockError, NetworkError
 from acxfs.formats import FORMATS
 from acxfs.safe import dirs as safe_dirs
 from acxfs.safe import files as safe_files
 from acxfs.safe import strict_json
 from acxfs.safe.dirs import current_umask
 from acxfs.skills import valid_name
+from acxfs.sources.http import check_url
 from acxfs.trust.policy import valid_publisher
 
 NAME = "acxfs.lock"
@@ -54,7 +55,7 @@ class LockEntry:
     publisher: str | None
     skills: tuple[str, ...]
     agents: tuple[str, ...]
-    source_file: str
+    source_file: str  # a bare file name, or an origin (`origin_text`: always holds a /)
 
     @property
     def store_name(self) -> str:
@@ -69,7 +70,17 @@ class LockEntry:
                 "sha256": self.sha256, "bytes": self.bytes, "manifest": self.manifest,
                 "keyid": self.keyid, "publisher": self.publisher,
                 "skills": sorted(self.skills), "agents": sorted(self.agents),
-                "source": {"file": self.source_file}}
+                "source": origin_of(self.source_file) or {"file": self.source_file}}
+
+    @property
+    def file_name(self) -> str:
+        """The file name to look for in a --from directory of bundle files."""
+        origin = origin_of(self.source_file)
+        if origin is None:
+            return self.source_file
+        if "path" in origin:
+            return "cartridge.acx"
+        return f"{origin['id']}-{origin['version']}.azp"
 
 
 @dataclass(frozen=True)
@@ -81,6 +92,24 @@ class Lock:
 
     def by_identity(self) -> dict[str, LockEntry]:
         return {e.identity: e for e in self.entries}
+
+
+Origin = dict[str, "str | None"]
+
+
+def origin_text(origin: Origin) -> str:
+    """An origin as the one string a project records (canonical JSON; it always holds a /,
+    which no bare file name does)."""
+    return json.dumps(origin, sort_keys=True, separators=(",", ":"))
+
+
+def origin_of(source: str) -> Origin | None:
+    """The registry or repository a locked bundle came from; None for a file name."""
+    if "/" not in source:
+        return None
+    doc = json.loads(source)
+    assert isinstance(doc, dict)
+    return doc
 
 
 def path_of(project: Path) -> Path:
@@ -229,14 +258,48 @@ def _entry(item: object, at: str, where: Path) -> LockEntry:
     skills = _names(item["skills"], valid_name, f"{at}.skills", "not a skill name", where)
     agents = _names(item["agents"], lambda v: v in PROJECT_AGENTS, f"{at}.agents",
                     f"not one of {', '.join(PROJECT_AGENTS)}", where)
-    source = item["source"]
-    if not isinstance(source, dict) or set(source) != {"file"}:
-        raise _problem(where, f"{at}.source", 'not {"file": NAME}')
-    file = source["file"]
-    if not isinstance(file, str) or not bare_file_name(file):
-        raise _problem(where, f"{at}.source.file", "not a bare file name")
+    file = _source(item["source"], values["identity"], values["version"], at, where)
     return LockEntry(values["identity"], values["format"], values["version"], values["sha256"],
                      size, values["manifest"], values["keyid"], publisher, skills, agents, file)
+
+
+_SHAPES = ('{"file": NAME}, {"registry": BASE|null, "path": PATH} or '
+           '{"azphalt": BASE, "id": ID, "version": V}')
+
+
+def _source(source: object, identity: str, version: str, at: str, where: Path) -> str:
+    """The recorded source of an entry: a bare file name, or the origin it was fetched from
+    (its path exactly the entry's coordinate, its id and version the entry's)."""
+    if not isinstance(source, dict) or set(source) not in (
+            {"file"}, {"registry", "path"}, {"azphalt", "id", "version"}):
+        raise _problem(where, f"{at}.source", f"not {_SHAPES}")
+    if "file" in source:
+        file = source["file"]
+        if not isinstance(file, str) or not bare_file_name(file):
+            raise _problem(where, f"{at}.source.file", "not a bare file name")
+        return file
+    base = source.get("registry", source.get("azphalt"))
+    if not (base is None and "registry" in source) and not _base_url(base):
+        raise _problem(where, f"{at}.source", "BASE: not an https:// URL ending in / (plain "
+                       "http:// only for loopback)")
+    if "path" in source:
+        if source["path"] != f"cartridges/{identity}/{version}/cartridge.acx":
+            raise _problem(where, f"{at}.source.path",
+                           "not cartridges/<publisher>/<id>/<version>/cartridge.acx of the "
+                           "entry")
+    elif (source["id"], source["version"]) != (identity, version):
+        raise _problem(where, f"{at}.source", "id and version are not the entry's")
+    return origin_text({k: v if v is None else str(v) for k, v in source.items()})
+
+
+def _base_url(base: object) -> bool:
+    if not isinstance(base, str) or not base.endswith("/"):
+        return False
+    try:
+        check_url(base)
+    except NetworkError:
+        return False
+    return True
 
 
 def _names(value: object, ok: Callable[[str], bool], at: str, problem: str,

@@ -13,9 +13,10 @@ from __future__ import annotations
 
 import contextlib
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Protocol
 
 from acxfs.errors import (
     AcxfsError,
@@ -35,17 +36,28 @@ from acxfs.library import (
     project_plan,
     versions,
 )
-from acxfs.library.bundles import Checked, import_bundle
+from acxfs.library.bundles import Checked, import_bundle, untrusted
 from acxfs.library.control import ControlClient
 from acxfs.library.plan import Plan
 from acxfs.library.state import LibraryState, Link, Revision, load_state
 from acxfs.paths import LibraryPaths, library_paths, trust_dir
 from acxfs.paths import home as user_home
+from acxfs.sources.policy import Policy
 from acxfs.text import printable
 from acxfs.trust.policy import TrustContext
 from acxfs.trust.store import load_trust
 
 Say = Callable[[str], None]
+
+
+class Remote(Protocol):
+    """Bundles an add fetches from sources: each yielded as checked store files, then the
+    state after the change told what the sources said (their memory)."""
+
+    def fetch(self, state: LibraryState, trust: TrustContext) -> Iterator[tuple[str, Checked]]:
+        ...
+
+    def record(self, after: LibraryState) -> None: ...
 
 
 @dataclass
@@ -56,6 +68,7 @@ class Library:
     home: Path = field(default_factory=user_home)
     say: Say = print
     note: Say = print
+    policy: Policy = field(default_factory=Policy)  # what this library may install
 
     # --- reading ---------------------------------------------------------------------------
 
@@ -109,8 +122,9 @@ class Library:
 
     def add(self, files: list[str], agent_names: list[str] | None,
             allow_downgrade: bool = False, update_only: bool = False,
-            allow_key_change: bool = False) -> int:
-        """Install each bundle, or update the installed revision of its identity."""
+            allow_key_change: bool = False, remote: Remote | None = None) -> int:
+        """Install each bundle (the files, then what `remote` fetches), or update the
+        installed revision of its identity."""
         with journal.locked(self.paths):
             self.recover()
             state = self.state()
@@ -122,10 +136,15 @@ class Library:
                 for file in files:
                     checked.append(self._check_new(file, state, trust, checked, update_only,
                                                    allow_downgrade, allow_key_change))
+                for label, result in remote.fetch(state, trust) if remote else []:
+                    checked.append(self._admit(label, result, state, checked, update_only,
+                                               allow_downgrade, allow_key_change))
                 plan = Plan.of(state)
                 for c in checked:
                     plan.install(c.revision, directories, self.paths.mnt)
                 owners.check_skills(plan.before, plan.after)
+                if remote:
+                    remote.record(plan.after)
                 self._refuse_conflicts(plan)
                 journal.fault_point("add:checked")
                 loading = True
@@ -173,6 +192,16 @@ class Library:
             self.say(printable(f"{item.current.identity}: back to {item.current.version}"))
         return 0
 
+    def change(self, op: str, edit: Callable[[LibraryState, Plan], None]) -> None:
+        """A change worked out by `edit` on the plan of the current state, then carried out."""
+        with journal.locked(self.paths):
+            self.recover()
+            state = self.state()
+            plan = Plan.of(state)
+            edit(state, plan)
+            outcome = journal.carry_out(self.paths, plan.intent(op), self._sync)
+        self._tell(outcome)
+
     @staticmethod
     def _refuse_conflicts(plan: Plan) -> None:
         """Refuse the change when an agent directory it links in is another user's, or a
@@ -193,17 +222,22 @@ class Library:
         try:
             return import_bundle(file, self.paths, trust)
         except UntrustedError as exc:
-            raise RefusedError(
-                f"{file}: {exc.verdict.line}; the library serves only verified bundles: pin its "
-                "signer with 'acxfs trust add FILE --publisher ID' or install its registry",
-                exit_code=exc.verdict.exit_code) from exc
+            raise untrusted(file, exc, file=True) from exc
 
     def _check_new(self, file: str, state: LibraryState, trust: TrustContext,
                    earlier: list[Checked], update_only: bool, allow_downgrade: bool,
                    allow_key_change: bool) -> Checked:
         result = self.import_verified(file, trust)
+        return self._admit(file, result, state, earlier, update_only, allow_downgrade,
+                           allow_key_change)
+
+    def _admit(self, file: str, result: Checked, state: LibraryState, earlier: list[Checked],
+               update_only: bool, allow_downgrade: bool, allow_key_change: bool) -> Checked:
+        """Refuse a checked store file the library cannot take (its new file then removed)."""
         rev = result.revision
         try:
+            self.policy.check_publisher(rev.publisher)
+            self.policy.check_keyid(rev.keyid)
             if any(c.revision.identity == rev.identity for c in earlier):
                 raise RefusedError(f"{file}: {rev.identity} is named twice in this command")
             installed = state.installed.get(rev.identity)
@@ -280,7 +314,8 @@ class Library:
             state = self.state()
             identities = [self._removed(state, name, forget) for name in names]
             after = LibraryState(state.trust_dir, dict(state.installed), dict(state.floors),
-                                 projects=state.projects, bindings=dict(state.bindings))
+                                 projects=state.projects, bindings=dict(state.bindings),
+                                 sources=dict(state.sources))
             gone: list[Link] = []
             files: list[str] = []
             for identity in dict.fromkeys(identities):
@@ -364,13 +399,18 @@ class Library:
         plan = Plan.of(state)
         for identity, item in state.installed.items():
             prefix = item.current.prefix
-            if prefix in served and item.suspended:
+            barred = self.policy.refusal_of(item.current.source, item.current.publisher,
+                                            item.current.keyid)
+            if prefix in served and barred is None and item.suspended \
+                    and item.withdrawn is None:
                 plan.resume(identity, self.paths.mnt)
                 self.note(printable(f"acxfs: note: serving {identity} again; linked"))
-            elif prefix not in served and not item.suspended:
+            elif (prefix not in served or barred) and not item.suspended \
+                    and item.withdrawn is None:
                 plan.suspend(identity)
-                self.note(printable(f"acxfs: note: not serving {identity}: "
-                                    f"{refused.get(prefix, 'not loaded')}; links removed"))
+                why = barred or refused.get(prefix, "not loaded")
+                self.note(printable(f"acxfs: note: not serving {identity}: {why}; links "
+                                    "removed"))
         make, remove, notes = project_plan.reconcile(plan.after, served, refused, self.paths.mnt)
         plan.make.extend(make)
         plan.remove.extend(remove)

@@ -20,11 +20,13 @@ from acxfs.errors import AcxfsError, EnvironmentProblem, LockError, RefusedError
 from acxfs.library import agent_links, git_exclude, journal, lockfile, project_plan
 from acxfs.library.bundles import Checked, check_stored, import_bundle
 from acxfs.library.git_exclude import WorkTree
+from acxfs.library.lock_sources import fetch_locked, is_registry, origin_for
 from acxfs.library.lockfile import PROJECT_AGENTS, Lock, LockEntry
-from acxfs.library.manager import Library
+from acxfs.library.manager import Library, Remote
 from acxfs.library.project_plan import ProjectPlan, Wanted
 from acxfs.library.state import LibraryState, Link, Project, ProjectBundle, Revision
 from acxfs.semver import parse as parse_version
+from acxfs.sources.http import Http
 from acxfs.text import printable
 from acxfs.trust.policy import TrustContext
 
@@ -145,7 +147,8 @@ class Projects:
     # --- add, update ---------------------------------------------------------------------
 
     def add(self, directory: str, files: list[str], agent_names: list[str] | None,
-            allow_downgrade: bool = False, update_only: bool = False) -> int:
+            allow_downgrade: bool = False, update_only: bool = False,
+            remote: Remote | None = None) -> int:
         root = project_root(directory)
         chosen = project_agents(agent_names)
         lib = self.library
@@ -174,11 +177,22 @@ class Projects:
                     agents = chosen or (old.agents if old else PROJECT_AGENTS)
                     size = os.stat(lib.paths.store / rev.file).st_size
                     wanted[rev.identity] = Wanted(rev, size, agents, os.path.basename(file))
+                for label, result in remote.fetch(state, trust) if remote else []:
+                    checked.append(result)
+                    rev = result.revision
+                    self._check_entry(label, rev, before, wanted, checked[:-1], update_only,
+                                      allow_downgrade, lock_path)
+                    old = before.get(rev.identity)
+                    wanted[rev.identity] = Wanted(
+                        rev, os.stat(lib.paths.store / rev.file).st_size,
+                        chosen or (old.agents if old else PROJECT_AGENTS), origin_for(rev))
                 tree = git_exclude.work_tree(root)
                 new = lockfile.render([entry_of(w) for w in wanted.values()]).decode()
                 old_text = None if lock is None else lock.data.decode()
                 pp = project_plan.plan(state, root, wanted, lib.paths.mnt, tree,
                                        (old_text, new))
+                if remote:
+                    remote.record(pp.after)
                 self._refuse_conflicts(pp, tree)
                 journal.fault_point("project-add:checked")
                 loading = True
@@ -296,7 +310,7 @@ class Projects:
                             f"{root} BUNDLE makes one)")
         return lock
 
-    def sync(self, directory: str, sources: list[str]) -> int:
+    def sync(self, directory: str, sources: list[str], offline: bool = False) -> int:
         """Make this machine match the project's lock (never editing it)."""
         root = project_root(directory)
         lock = self._lock(root)
@@ -311,10 +325,12 @@ class Projects:
             loading = False
             try:
                 for entry in lock.entries:
-                    result = self._bundle(root, entry, sources, trust)
+                    result = self._bundle(root, entry, sources, trust, offline)
                     checked.append(result)
                     rev = _compare(root, entry, result.revision,
                                    os.stat(lib.paths.store / result.revision.file).st_size)
+                    lib.policy.check_publisher(rev.publisher)
+                    lib.policy.check_keyid(rev.keyid)
                     had = project.bundles.get(entry.identity)
                     if had is not None and had.revision.digest == rev.digest:
                         rev = had.revision  # the same bytes: the same record
@@ -345,14 +361,19 @@ class Projects:
         return 0
 
     def _bundle(self, root: Path, entry: LockEntry, sources: list[str],
-                trust: TrustContext) -> Checked:
+                trust: TrustContext, offline: bool = False) -> Checked:
         """The bytes `entry` names, checked in full: from the store, else copied from the
         first --from directory that has them."""
         paths = self.library.paths
         try:
             if os.path.lexists(paths.store / entry.store_name):
                 return check_stored(entry.store_name, paths, trust)
-            found, named = _search(entry, sources)
+            found, named = _search(entry, [s for s in sources if not is_registry(s)])
+            fetched = None if found is not None else fetch_locked(
+                entry, [s for s in sources if is_registry(s)], paths, trust,
+                Http(offline=offline), self.library.policy)
+            if fetched is not None:
+                return fetched
             if found is None:
                 if named is not None:
                     raise RefusedError(
@@ -360,7 +381,7 @@ class Projects:
                         f"{entry.sha256}, bundle {named[1]} in {named[0]})")
                 raise RefusedError(
                     f"{entry.identity} {entry.version} (sha256 {entry.sha256[:12]}..., "
-                    f"{entry.source_file}) is not in the library or a --from directory")
+                    f"{entry.file_name}) is not in the library or a --from directory")
             result = import_bundle(str(found), paths, trust)
         except UntrustedError as exc:
             raise RefusedError(f"{lockfile.path_of(root)}: {entry.identity}: "
@@ -409,7 +430,7 @@ class Projects:
             have = project.bundles.get(entry.identity)
             if not os.path.lexists(paths.store / entry.store_name):
                 lines.append(f"{name}: bundle missing (sha256 {entry.sha256[:12]}..., "
-                             f"{entry.source_file}; acxfs sync --from DIR)")
+                             f"{entry.file_name}; acxfs sync --from DIR)")
             else:
                 try:
                     result = check_stored(entry.store_name, paths, trust)
@@ -442,7 +463,7 @@ def _search(entry: LockEntry, sources: list[str]) -> tuple[Path | None, tuple[Pa
     named: tuple[Path, str] | None = None
     for source in sources:
         directory = Path(source)
-        first = directory / entry.source_file
+        first = directory / entry.file_name
         digest = _sha256_of(first)
         if digest == entry.sha256:
             return first, None
@@ -453,7 +474,7 @@ def _search(entry: LockEntry, sources: list[str]) -> tuple[Path | None, tuple[Pa
         except OSError as exc:
             raise EnvironmentProblem(f"--from {source}: {exc.strerror}") from None
         for name in names:
-            if name != entry.source_file and _sha256_of(directory / name) == entry.sha256:
+            if name != entry.file_name and _sha256_of(directory / name) == entry.sha256:
                 return directory / name, None
     return None, named
 

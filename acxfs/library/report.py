@@ -12,7 +12,7 @@ from pathlib import Path
 
 from acxfs.library import agent_links, journal, lockfile
 from acxfs.library.manager import Library
-from acxfs.library.state import LibraryState
+from acxfs.library.state import LibraryState, Revision
 from acxfs.text import printable
 
 
@@ -29,7 +29,9 @@ def describe_library(library: Library) -> dict[str, object]:
     for identity, item in sorted(state.installed.items()):
         rev = item.current
         why = None
-        if status is None:
+        if item.withdrawn is not None:
+            why = f"{item.withdrawn}; links removed"
+        elif status is None:
             why = "the library daemon is not running (acxfs up)"
         elif rev.prefix not in served:
             why = refused.get(rev.prefix, "not loaded")
@@ -39,6 +41,8 @@ def describe_library(library: Library) -> dict[str, object]:
             "publisher": rev.publisher, "installedAt": rev.installed_at,
             "skills": sorted(rev.skills), "path": str(library.paths.mnt / rev.prefix),
             "served": why is None, "why": why,
+            "source": rev.source, "coordinate": rev.coordinate,
+            "lifecycle": lifecycle_of(state, rev),
             "previous": None if item.previous is None else {
                 "version": item.previous.version, "digest": item.previous.digest,
                 "served": status is not None and item.previous.prefix in served},
@@ -88,6 +92,14 @@ def _projects(library: Library, state: LibraryState, status: dict[str, object] |
     return found
 
 
+def lifecycle_of(state: LibraryState, rev: Revision) -> str | None:
+    """What the revision's source says of it now: a pulled release acxfs remembers, else what
+    the source said when it was installed."""
+    memory = state.sources.get(rev.source) if rev.source else None
+    pulled = memory.pulled.get(f"{rev.identity} {rev.version}") if memory else None
+    return pulled.describe() if pulled is not None else rev.lifecycle
+
+
 def _mapping(status: dict[str, object] | None, key: str) -> dict[str, str]:
     value = status.get(key) if status else None
     return {str(k): str(v) for k, v in value.items()} if isinstance(value, dict) else {}
@@ -111,6 +123,9 @@ def render_library(doc: dict[str, object]) -> str:
         state = "served" if b["served"] else f"NOT served: {b['why']}"
         lines.append(f"{b['identity']} {b['version']} ({b['format']}, {state})")
         lines.append(f"  skills: {', '.join(b['skills'])}")
+        if b["source"]:
+            life = f" ({b['lifecycle']})" if b["lifecycle"] else ""
+            lines.append(f"  from: {b['source']} {b['coordinate']}{life}")
         if b["previous"]:
             lines.append(f"  previous: {b['previous']['version']} (acxfs revert {b['identity']})")
         for link in b["links"]:

@@ -29,8 +29,12 @@ from acxfs.safe import files as safe_files
 from acxfs.safe import own_files
 from acxfs.safe.own_files import Field, boolean, integer, list_of, map_of, optional, text
 from acxfs.skills import valid_name
+from acxfs.sources.acx_index import instant
+from acxfs.sources.memory import SourceMemory
+from acxfs.sources.release import PULLED, Lifecycle
 
 SCHEMA = "acxfs.library/1"
+STATUSES = ("deprecated", "superseded", *PULLED)
 
 
 @dataclass(frozen=True)
@@ -60,6 +64,9 @@ class Revision:
     publisher: str | None
     skills: dict[str, str]  # skill name -> its directory in the bundle's verified tree
     installed_at: str
+    source: str | None = None  # the normalised source it was installed from (None: a file)
+    coordinate: str | None = None  # where at that source: an index path, or ID@VERSION
+    lifecycle: str | None = None  # what the source said of the release when installed
 
     @property
     def prefix(self) -> str:
@@ -76,6 +83,7 @@ class Installed:
     directories: list[str] = field(default_factory=list)  # agent directories it is linked into
     links: list[Link] = field(default_factory=list)
     suspended: bool = False  # its links were removed because it is not served (trust changed)
+    withdrawn: str | None = None  # why its links were removed: its source pulled the release
 
     def revisions(self) -> list[Revision]:
         return [self.current] + ([self.previous] if self.previous else [])
@@ -132,6 +140,7 @@ class LibraryState:
     floors: dict[str, Floor] = field(default_factory=dict)  # by identity
     projects: dict[str, Project] = field(default_factory=dict)  # by directory
     bindings: dict[str, Binding] = field(default_factory=dict)  # by identity
+    sources: dict[str, SourceMemory] = field(default_factory=dict)  # by normalised source
 
     def revisions(self) -> list[Revision]:
         """Every revision some scope names: the ones the daemon serves."""
@@ -154,6 +163,8 @@ class LibraryState:
                "floors": {k: asdict(v) for k, v in sorted(self.floors.items())},
                "projects": {k: asdict(v) for k, v in sorted(self.projects.items())},
                "bindings": {k: asdict(v) for k, v in sorted(self.bindings.items())}}
+        if self.sources:
+            doc["sources"] = {k: v.to_doc() for k, v in sorted(self.sources.items())}
         return json.dumps(doc, indent=2, sort_keys=True) + "\n"
 
     @classmethod
@@ -227,6 +238,51 @@ def _installed_check(item: Installed) -> tuple[str, str] | None:
     return None
 
 
+def _source_key(value: str) -> str | None:
+    """A normalised source: an absolute directory, or a URL with one trailing /."""
+    if _absolute(value) is None or ("://" in value and value.endswith("/")):
+        return None
+    return "not a source (an absolute directory or a URL ending in /)"
+
+
+def _instant(value: str) -> str | None:
+    try:
+        instant(value)
+    except ValueError:
+        return "not an RFC 3339 date-time"
+    return None
+
+
+def _status(value: str) -> str | None:
+    return None if value in STATUSES else f"not one of {', '.join(STATUSES)}"
+
+
+def _coordinate(value: str) -> str | None:
+    name, _, version = value.rpartition(" ")
+    return None if _identity(name) is None and _version(version) is None else \
+        "not an identity and a version"
+
+
+def _source_memory_table() -> own_files.Table[SourceMemory]:
+    """What acxfs remembers of a source (`acxfs.sources.memory`)."""
+    lifecycle = own_files.Table(Lifecycle, {
+        "status": Field(text(_status)),
+        "date": Field(optional(text(_instant))),
+        "reason": Field(optional(text())),
+        "successor": Field(optional(text())),
+    })
+    when = Field(optional(text(_instant)), default=None)
+    return own_files.Table(SourceMemory, {
+        "generatedAt": Field(when.kind, attr="generated_at", default=None),
+        "generatedSeen": Field(when.kind, attr="generated_seen", default=None),
+        "updatedAt": Field(when.kind, attr="updated_at", default=None),
+        "updatedSeen": Field(when.kind, attr="updated_seen", default=None),
+        "revokedAt": Field(when.kind, attr="revoked_at", default=None),
+        "coordinates": Field(map_of(_coordinate, text()), default={}),
+        "pulled": Field(map_of(_coordinate, lifecycle), default={}),
+    })
+
+
 @dataclass(frozen=True)
 class Places:
     """What the library's files may name: the daemon's mountpoint (every link target lies
@@ -282,6 +338,9 @@ class Places:
             "publisher": Field(optional(text())),
             "skills": Field(map_of(_skill, text())),
             "installed_at": Field(text()),
+            "source": Field(optional(text(_source_key)), default=None),
+            "coordinate": Field(optional(text()), default=None),
+            "lifecycle": Field(optional(text()), default=None),
         }, check=_revision_check)
         installed = own_files.Table(Installed, {
             "current": Field(revision),
@@ -289,6 +348,7 @@ class Places:
             "directories": Field(list_of(text(self.agent_directory))),
             "links": Field(list_of(self.link_table())),
             "suspended": Field(boolean, default=False),
+            "withdrawn": Field(optional(text()), default=None),
         }, check=_installed_check)
         floor = own_files.Table(Floor, {
             "version": Field(text(_version)),
@@ -325,6 +385,7 @@ class Places:
             "floors": Field(map_of(_identity, floor)),
             "projects": Field(map_of(_absolute, project), default={}),
             "bindings": Field(map_of(_identity, binding), default={}),
+            "sources": Field(map_of(_source_key, _source_memory_table()), default={}),
         }, check=_state_check)
 
 

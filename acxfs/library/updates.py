@@ -1,0 +1,104 @@
+"""`acxfs update [IDENTITY...] [--from SOURCE]` and `update --check`: each identity installed
+from a source, brought to its source's newest release; revisions the source pulled unlinked.
+
+Invariant: what an update would do is worked out first, from the sources read once, and
+`--check` stops there, changing nothing (exit 1 when `update` would change something).  An
+installed revision its source withdrew, yanked or revoked stops being served (its links
+removed, the reason recorded for `list`) unless policy says `"withdrawn": "warn"`; a newer
+release is installed through the normal `add`, floors and all.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from acxfs import semver
+from acxfs.errors import RefusedError
+from acxfs.library import journal
+from acxfs.library.manager import Library
+from acxfs.library.plan import Plan
+from acxfs.library.remote import Fetch, Options, Sources
+from acxfs.library.state import LibraryState
+from acxfs.text import printable
+
+
+@dataclass
+class Work:
+    updates: list[tuple[str, str, str, str]] = field(default_factory=list)  # id, from, to, source
+    pulled: dict[str, str] = field(default_factory=dict)  # identity -> why it is not served
+    reader: Sources | None = None
+
+    @property
+    def changes(self) -> bool:
+        return bool(self.updates or self.pulled)
+
+
+def survey(library: Library, names: list[str], source: str | None, options: Options,
+           warn_only: bool) -> Work:
+    """What `update` would do (under the lock, changing nothing)."""
+    with journal.locked(library.paths):
+        library.recover()
+        state = library.state()
+        identities = [library.resolve(state, n) for n in names] if names else sorted(
+            i for i, item in state.installed.items() if item.current.source)
+        reader = Sources(options, state)
+        work = Work(reader=reader)
+        for identity in dict.fromkeys(identities):
+            rev = state.installed[identity].current
+            where = source or rev.source
+            if where is None:
+                raise RefusedError(f"{identity} was installed from a file, not a source; "
+                                   "name one with --from SOURCE, or: acxfs update FILE")
+            client = reader.client(where, identity)
+            newest = client.release(identity, None)
+            if semver.parse(newest.version) > semver.parse(rev.version) and not (
+                    newest.lifecycle and newest.lifecycle.pulled):
+                work.updates.append((identity, rev.version, newest.version, client.spec.key))
+                continue
+            life = client.status_of(identity, rev.version)
+            item = state.installed[identity]
+            if life is not None and life.pulled and item.withdrawn is None:
+                why = (f"{identity} {rev.version} is {life.status} ({client.spec.key}"
+                       f"{', ' + life.date[:10] if life.date else ''}): "
+                       f"{life.reason or 'no reason given'}")
+                if warn_only:
+                    library.note(printable(f"acxfs: warning: {why}"))
+                else:
+                    work.pulled[identity] = why
+    return work
+
+
+def update(library: Library, names: list[str], source: str | None, options: Options,
+           check: bool, allow_downgrade: bool, warn_only: bool = False) -> int:
+    work = survey(library, names, source, options, warn_only)
+    if check:
+        for identity, old, new, where in work.updates:
+            library.say(printable(f"{identity}: {old} -> {new} ({where})"))
+    for why in work.pulled.values():
+        library.say(printable(f"{why}; {'update removes' if check else 'removed'} its links"))
+    if check:
+        if not work.changes:
+            library.say("everything installed from a source is up to date")
+        return 1 if work.changes else 0
+    if work.pulled:
+        assert work.reader is not None
+        reader = work.reader
+
+        def unlink(state: LibraryState, plan: Plan) -> None:
+            for identity, why in work.pulled.items():
+                if identity in plan.after.installed:
+                    plan.suspend(identity)
+                    plan.after.installed[identity].withdrawn = why
+            reader.record(plan.after, {})
+
+        library.change("update", unlink)
+    if work.updates:
+        requests: list[tuple[str, str | None, str]] = [
+            (identity, new, where) for identity, _, new, where in work.updates]
+        fetch = Fetch(requests, Sources(options), library.paths, library.note)
+        library.add([], None, allow_downgrade=allow_downgrade, update_only=True,
+                    allow_key_change=options.allow_key_change, remote=fetch)
+    if not work.changes:
+        library.say("everything installed from a source is up to date")
+    return 0
+

@@ -1,0 +1,169 @@
+"""Reading from a source by HTTP(S): one request, answered or refused, never followed further.
+
+Invariant: every request goes through `Http.fetch`, which (1) refuses before any connection a
+plain `http://` URL whose host is not loopback and any request at all when offline, (2)
+verifies TLS against the system CAs (`SSL_CERT_FILE` honoured) with no proxy, (3) follows no
+redirect, (4) gives up after `timeout` seconds without progress, per connect and per read,
+and (5) hands each chunk of the body to its caller only while the body stays within its
+bound: at most `limit` bytes, or exactly `size` bytes.  Nothing here decides what a body
+means; later clients (an index, a repository, an OCI registry) parse what it returns.
+"""
+
+from __future__ import annotations
+
+import os
+import ssl
+import urllib.error
+import urllib.parse
+import urllib.request
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from email.message import Message
+from typing import IO
+
+from acxfs.errors import NetworkError, SourceError
+
+DEFAULT_TIMEOUT = 30.0
+MIB = 1024 * 1024
+LOOPBACK = frozenset({"127.0.0.1", "::1", "localhost"})
+CHUNK = 64 * 1024
+
+
+def mib(limit: int) -> str:
+    return f"{limit // MIB} MiB" if limit % MIB == 0 else f"{limit} bytes"
+
+
+def check_url(url: str) -> urllib.parse.SplitResult:
+    """The parts of `url`, if acxfs may ever ask it (https, or plain http to loopback)."""
+    parts = urllib.parse.urlsplit(url)
+    if parts.scheme == "https" and parts.hostname:
+        return parts
+    if parts.scheme == "http" and parts.hostname:
+        if parts.hostname not in LOOPBACK:
+            raise NetworkError(f"{url}: plain HTTP only for loopback")
+        return parts
+    raise NetworkError(f"{url}: not an https:// URL")
+
+
+class _NoRedirects(urllib.request.HTTPRedirectHandler):
+    def redirect_request(self, req: urllib.request.Request, fp: IO[bytes], code: int,
+                         msg: str, headers: Message, newurl: str) -> None:
+        return None  # urllib then raises the 3xx as an HTTPError
+
+
+@dataclass(frozen=True)
+class Answer:
+    """A response acxfs read whole: its status and (bounded) body."""
+
+    status: int
+    body: bytes
+
+
+@dataclass
+class Http:
+    """The one way acxfs talks to a server; `offline` refuses every request."""
+
+    timeout: float = DEFAULT_TIMEOUT
+    offline: bool = False
+    headers: Mapping[str, str] = field(default_factory=dict)
+
+    def _opener(self) -> urllib.request.OpenerDirector:
+        cafile = os.environ.get("SSL_CERT_FILE") or None
+        context = ssl.create_default_context(cafile=cafile)
+        return urllib.request.build_opener(
+            urllib.request.ProxyHandler({}), _NoRedirects(),
+            urllib.request.HTTPSHandler(context=context))
+
+    def refuse_offline(self, what: str, url: str) -> None:
+        if self.offline:
+            raise NetworkError(f"{what} needs a download from {url}; offline")
+
+    def fetch(self, url: str, *, limit: int | None = None, size: int | None = None,
+              sink: Callable[[bytes], None] | None = None, what: str | None = None,
+              errors_ok: bool = False) -> Answer:
+        """GET `url`.  With `size`: the body must be exactly `size` bytes, each chunk given to
+        `sink`; else the body (at most `limit` bytes) is returned.  A status other than 200
+        is refused unless `errors_ok` (then its body, bounded by `limit`, is returned)."""
+        check_url(url)
+        self.refuse_offline(what or url, url)
+        request = urllib.request.Request(url, headers={"Accept-Encoding": "identity",
+                                                       "User-Agent": "acxfs", **self.headers})
+        try:
+            response = self._opener().open(request, timeout=self.timeout)
+        except urllib.error.HTTPError as exc:
+            if 300 <= exc.code < 400:
+                target = exc.headers.get("Location", "?")
+                raise NetworkError(f"{url}: redirected to "
+                                   f"{urllib.parse.urljoin(url, target)}; acxfs follows no "
+                                   "redirects") from None
+            if not errors_ok:
+                raise NetworkError(f"{url}: HTTP {exc.code} {exc.reason}") from None
+            try:
+                body = self._read(exc, url, limit or MIB, None, None)
+            finally:
+                exc.close()
+            return Answer(exc.code, body)
+        except urllib.error.URLError as exc:
+            raise self._failure(url, exc.reason) from None
+        except (OSError, ValueError) as exc:
+            raise self._failure(url, exc) from None
+        with response:
+            return Answer(response.status, self._read(response, url, limit, size, sink))
+
+    def _failure(self, url: str, reason: object) -> NetworkError:
+        if isinstance(reason, TimeoutError):
+            return NetworkError(f"{url}: no answer in {self.timeout:g} s")
+        if isinstance(reason, ssl.SSLCertVerificationError):
+            return NetworkError(f"{url}: TLS certificate not trusted "
+                                f"({reason.verify_message}); acxfs checks it against the "
+                                "system CAs or SSL_CERT_FILE")
+        if isinstance(reason, ssl.SSLError):
+            return NetworkError(f"{url}: TLS failed ({reason.reason or reason})")
+        if isinstance(reason, OSError):
+            return NetworkError(f"{url}: {reason.strerror or reason}")
+        return NetworkError(f"{url}: {reason}")
+
+    def _read(self, response: IO[bytes], url: str, limit: int | None, size: int | None,
+              sink: Callable[[bytes], None] | None) -> bytes:
+        bound = size if size is not None else limit
+        assert bound is not None
+        declared = _length(response)
+        if declared is not None and declared > bound:
+            raise self._too_long(url, bound, size)
+        got = 0
+        parts: list[bytes] = []
+        try:
+            while True:
+                chunk = response.read(min(CHUNK, bound + 1 - got))
+                if not chunk:
+                    break
+                got += len(chunk)
+                if got > bound:
+                    raise self._too_long(url, bound, size)
+                if sink is not None:
+                    sink(chunk)
+                else:
+                    parts.append(chunk)
+        except TimeoutError:
+            raise NetworkError(f"{url}: no answer in {self.timeout:g} s") from None
+        except OSError as exc:
+            raise self._failure(url, exc) from None
+        if size is not None and got != size:
+            raise SourceError(f"{url}: {got} bytes, short of the {size} bytes its source "
+                              "names")
+        return b"".join(parts)
+
+    @staticmethod
+    def _too_long(url: str, bound: int, size: int | None) -> SourceError:
+        if size is not None:
+            return SourceError(f"{url}: longer than the {size} bytes its source names")
+        return SourceError(f"{url}: larger than {mib(bound)}")
+
+
+def _length(response: IO[bytes]) -> int | None:
+    headers = getattr(response, "headers", None)
+    value = headers.get("Content-Length") if headers is not None else None
+    try:
+        return int(value) if value is not None else None
+    except ValueError:
+        return None

@@ -1,0 +1,135 @@
+"""Loopback servers for the source tests: `python -m http.server` over a directory, and a
+scripted server (plain or TLS with a CA the test makes) for what a static server cannot do:
+redirects, stalls, bodies that lie about their length, an azphalt Repository API.
+
+Invariant: every server binds 127.0.0.1 on a port the kernel picks, and stops when its
+context ends; a stall is bounded (it waits for the stop, at most `STALL` seconds).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import http.server
+import re
+import ssl
+import subprocess
+import sys
+import threading
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+STALL = 20.0  # seconds a stalled answer waits at most
+
+
+@contextlib.contextmanager
+def static_server(directory: Path) -> Iterator[str]:
+    """`python -m http.server --bind 127.0.0.1` over `directory`; yields its base URL."""
+    proc = subprocess.Popen(
+        [sys.executable, "-u", "-m", "http.server", "--bind", "127.0.0.1", "--directory",
+         str(directory), "0"], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    try:
+        assert proc.stdout is not None
+        line = proc.stdout.readline()
+        found = re.search(r"port (\d+)", line)
+        assert found, line
+        yield f"http://127.0.0.1:{found.group(1)}/"
+    finally:
+        proc.kill()
+        proc.wait(timeout=10)
+
+
+@dataclass(frozen=True)
+class Reply:
+    status: int = 200
+    body: bytes = b""
+    headers: dict[str, str] = field(default_factory=dict)
+    length: int | None = None  # a Content-Length that differs from the body's (-1: none)
+    stall: bool = False  # send the headers, then nothing
+
+
+Route = Callable[[str], Reply | None]
+
+
+@dataclass
+class Scripted:
+    """A server answering each GET by `route(path_with_query)` (None: 404)."""
+
+    route: Route
+    tls: tuple[Path, Path] | None = None  # cert, key
+    stop: threading.Event = field(default_factory=threading.Event)
+    seen: list[str] = field(default_factory=list)
+
+    @contextlib.contextmanager
+    def running(self) -> Iterator[str]:
+        outer = self
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def log_message(self, format: str, *args: object) -> None:
+                pass
+
+            def do_GET(self) -> None:
+                outer.seen.append(self.path)
+                reply = outer.route(self.path) or Reply(404, b'{"error":{"code":"not_found",'
+                                                             b'"message":"no such thing"}}')
+                self.send_response(reply.status)
+                for k, v in reply.headers.items():
+                    self.send_header(k, v)
+                if reply.length != -1:
+                    self.send_header("Content-Length", str(
+                        len(reply.body) if reply.length is None else reply.length))
+                self.end_headers()
+                if reply.stall:
+                    self.wfile.flush()
+                    outer.stop.wait(STALL)
+                    return
+                with contextlib.suppress(OSError):
+                    self.wfile.write(reply.body)
+
+        server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        server.daemon_threads = True
+        if self.tls is not None:
+            context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+            context.load_cert_chain(str(self.tls[0]), str(self.tls[1]))
+            server.socket = context.wrap_socket(server.socket, server_side=True)
+        thread = threading.Thread(target=server.serve_forever, daemon=True)
+        thread.start()
+        scheme = "https" if self.tls else "http"
+        try:
+            yield f"{scheme}://127.0.0.1:{server.server_address[1]}/"
+        finally:
+            self.stop.set()
+            server.shutdown()
+            server.server_close()
+
+
+def files_route(root: Path) -> Route:
+    """Serve the files below `root` (what a static registry host does)."""
+    def route(path: str) -> Reply | None:
+        rel = path.split("?", 1)[0].lstrip("/")
+        target = (root / rel).resolve()
+        if root.resolve() not in target.parents or not target.is_file():
+            return None
+        return Reply(200, target.read_bytes())
+    return route
+
+
+def make_ca(work: Path) -> tuple[Path, Path, Path]:
+    """A test CA and a server certificate for 127.0.0.1 signed by it: (ca, cert, key)."""
+    work.mkdir(parents=True, exist_ok=True)
+    ca, ca_key = work / "ca.pem", work / "ca.key"
+    cert, key, csr, ext = work / "srv.pem", work / "srv.key", work / "srv.csr", work / "ext"
+    ec = ["-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes"]
+
+    def run(*args: object) -> None:
+        subprocess.run(["openssl", *map(str, args)], check=True, capture_output=True)
+
+    run("req", "-x509", *ec, "-keyout", ca_key, "-out", ca, "-days", "2", "-subj",
+        "/CN=acxfs test CA", "-addext", "basicConstraints=critical,CA:TRUE",
+        "-addext", "keyUsage=critical,keyCertSign,cRLSign")
+    run("req", *ec, "-keyout", key, "-out", csr, "-subj", "/CN=127.0.0.1")
+    ext.write_text("subjectAltName=IP:127.0.0.1\nbasicConstraints=CA:FALSE\n"
+                   "extendedKeyUsage=serverAuth\n")
+    run("x509", "-req", "-in", csr, "-CA", ca, "-CAkey", ca_key, "-CAcreateserial",
+        "-out", cert, "-days", "2", "-extfile", ext)
+    return ca, cert, key
