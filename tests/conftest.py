@@ -204,10 +204,23 @@ def library_stops() -> Iterator[None]:
     library.stop_library()
 
 
+@pytest.fixture(scope="session")
+def made_local_key(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Once per session (per worker): a trust store holding only the local key pair the real
+    ``acxfs keygen`` made in it. Only read: each test gets a copy (``local_key``)."""
+    base = tmp_path_factory.mktemp("local-key")
+    store = base / "trust"
+    env = {**os.environ, "ACXFS_TRUST_DIR": str(store), "HOME": str(base)}
+    env |= {f"XDG_{kind}_HOME": str(base / kind.lower()) for kind in ("CONFIG", "STATE", "CACHE")}
+    library.ok(acxfs("keygen", env=env))  # before any test's own state: none of it is touched
+    return store
+
+
 @pytest.fixture
-def local_key() -> None:
-    """A local publisher key, made by the real ``acxfs keygen`` in the isolated state."""
-    library.ok(acxfs("keygen"))
+def local_key(made_local_key: Path, isolated_user_state: Path) -> None:
+    """A local publisher key, made by the real ``acxfs keygen``, in this test's trust store:
+    a copy (modes kept) of the session's, so a test may change or remove its own."""
+    shutil.copytree(made_local_key, isolated_user_state, copy_function=shutil.copy2)
 
 
 # --- the agents -------------------------------------------------------------------------
