@@ -20,7 +20,8 @@ from __future__ import annotations
 
 import abc
 import datetime as dt
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from typing import Protocol
 
 from acxfs import verdict as v
@@ -73,6 +74,33 @@ class Format(Protocol):
     def skills(self, report: Report) -> dict[str, str]:
         """Skill name -> its directory in the verified tree."""
         ...
+
+
+class _Check(Protocol):
+    def __call__(self, path: str, trust: TrustContext, *, deep: bool = ...,
+                 limits: Limits = ..., now: dt.datetime | None = ...) -> Report: ...
+
+
+class _Open(Protocol):
+    def __call__(self, path: str, trust: TrustContext, cache: VerifiedCache, *,
+                 min_trust: v.MinTrust = ..., with_save: bool = ...,
+                 limits: Limits = ...) -> tuple[Source, Report]: ...
+
+
+@dataclass(frozen=True)
+class FormatRow:
+    """A `Format` made of one function per job: how each format package states its row.
+    Every field is typed with the signature `Format` asks of that job."""
+
+    name: str
+    matches: Callable[[bytes], bool]
+    check: _Check
+    open: _Open
+    describe: Callable[[Report], dict[str, object]]
+    render: Callable[[Report, dict[str, object]], str]
+    signer_key: Callable[[Report, str], PublicKey]
+    identity: Callable[[Report], Identity]
+    skills: Callable[[Report], dict[str, str]]
 
 
 class StoredSource(abc.ABC):

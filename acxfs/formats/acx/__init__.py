@@ -9,9 +9,6 @@ from __future__ import annotations
 
 import datetime as dt
 
-from acxfs import verdict as v
-from acxfs.container import Report, Source
-from acxfs.content.cache import VerifiedCache
 from acxfs.formats.acx import check as _check
 from acxfs.formats.acx.connection import ConnectionPool, PinnedFile, pinned
 from acxfs.formats.acx.deep import deep_check
@@ -19,7 +16,7 @@ from acxfs.formats.acx.describe import describe, render
 from acxfs.formats.acx.schema import SQLITE_MAGIC
 from acxfs.formats.acx.signer import signer_key
 from acxfs.formats.acx.source import open_source
-from acxfs.formats.base import Format
+from acxfs.formats.base import Format, FormatRow
 from acxfs.limits import DEFAULT_LIMITS, Limits
 from acxfs.trust.policy import TrustContext
 
@@ -50,26 +47,7 @@ def check_file(
     return result
 
 
-class AcxFormat:
-    """The format table's acx row (satisfies `acxfs.formats.base.Format`)."""
-
-    name = "acx"
-    matches = staticmethod(matches)
-    describe = staticmethod(describe)
-    render = staticmethod(render)
-    signer_key = staticmethod(signer_key)
-    identity = staticmethod(_check.identity)
-    skills = staticmethod(_check.skills)
-
-    def check(self, path: str, trust: TrustContext, *, deep: bool = False,
-              limits: Limits = DEFAULT_LIMITS, now: dt.datetime | None = None) -> _check.AcxReport:
-        return check_file(path, trust, deep=deep, limits=limits, now=now)
-
-    def open(self, path: str, trust: TrustContext, cache: VerifiedCache, *,
-             min_trust: v.MinTrust = "verified", with_save: bool = False,
-             limits: Limits = DEFAULT_LIMITS) -> tuple[Source, Report]:
-        return open_source(path, trust, cache, min_trust=min_trust, with_save=with_save,
-                           limits=limits)
-
-
-FORMAT: Format = AcxFormat()
+FORMAT: Format = FormatRow(
+    name="acx", matches=matches, check=check_file, open=open_source, describe=describe,
+    render=render, signer_key=signer_key, identity=_check.identity, skills=_check.skills,
+)
