@@ -221,9 +221,10 @@ def test_sigterm_during_heavy_reads_unmounts_cleanly(tmp_path: Path) -> None:
     totals, mismatches = cast(tuple[dict[str, int], list[Any]], outcome["result"])
     assert mismatches == [] and totals["mismatched_bytes"] == 0
     assert totals["read"] > 0
-    # after the stop: ENOENT (mountpoint gone) or ENOTCONN, never wrong bytes
+    # after the stop: ENOENT (mountpoint gone) or ENOTCONN, or a read cut short by the stop
+    # (right bytes, fewer of them); never wrong bytes
     assert set(k for k in totals if k.startswith("error:")) <= {
-        "error:ENOENT", "error:ENOTCONN", "error:EIO", "error:ECONNABORTED"}
+        "error:ENOENT", "error:ENOTCONN", "error:EIO", "error:ECONNABORTED", "error:SHORT"}
 
 
 @contextlib.contextmanager
