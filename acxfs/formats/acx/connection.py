@@ -13,12 +13,14 @@ current name before it opens it (a file renamed over is then `NAME (deleted)`, w
 user may create), so every connection is compared, by device and inode, with the pinned file
 right after it opened, and one that opened anything else is closed unused.  A `ConnectionPool`
 made from a pin keeps one connection on the checked file open for as long as it serves (its
-anchor): reads go on from the checked inode after a rename over it or a new file written at
-its path, and any further connection that cannot be opened on that inode waits for the
-anchor instead.  Whatever a serving connection runs is bounded: a statement longer than
-`STEP_SECONDS` is interrupted (a progress handler), a value is at most `SERVE_LENGTH` bytes
-and a schema statement at most `SERVE_SQL_LENGTH` (SQLite does not interrupt straight-line
-expressions, so their size is what bounds them); the failure is the read's, never a hang.
+anchor: the check's own connection when the pin kept it, `PinnedFile.keep`, so a served file
+is opened and its schema parsed once): reads go on from the checked inode after a rename
+over it or a new file written at its path, and any further connection that cannot be opened
+on that inode waits for the anchor instead.  Whatever a serving connection runs is bounded:
+a statement longer than `STEP_SECONDS` is interrupted (a progress handler), a value is at
+most `SERVE_LENGTH` bytes and a schema statement at most `SERVE_SQL_LENGTH` (SQLite does not
+interrupt straight-line expressions, so their size is what bounds them); the failure is the
+read's, never a hang.
 
 Descriptors: each served cartridge keeps exactly one (its anchor; 200 bundles are 200
 descriptors, far under the default limit of 1024), and the connections opened beyond the
@@ -67,10 +69,18 @@ def _readable(path: str) -> Iterator[None]:
 
 
 class PinnedFile:
-    """One open descriptor on a cartridge, and the (device, inode) of the file it reads."""
+    """One open descriptor on a cartridge, and the (device, inode) of the file it reads.
 
-    def __init__(self, path: str) -> None:
+    With `keep`, the check's connection on the pinned file is not closed when the check is
+    done (`release`) but kept here for the pool that will serve the file
+    (`ConnectionPool.serving`), which then opens no second one; `close` closes it if no pool
+    took it."""
+
+    def __init__(self, path: str, *, keep: bool = False) -> None:
         self.path = path
+        self.keep = keep
+        self.kept: sqlite3.Connection | None = None
+        self._opened: sqlite3.Connection | None = None  # the last connection on this pin
         with _readable(path), open_input(path) as handle:
             self.fd = os.dup(handle.fileno())
         os.set_inheritable(self.fd, False)
@@ -82,6 +92,10 @@ class PinnedFile:
         return f"file:/proc/self/fd/{self.fd}?mode=ro&immutable=1"
 
     def close(self) -> None:
+        if self.kept is not None:
+            self.kept.close()
+            self.kept = None
+        self._opened = None
         if self.fd >= 0:
             os.close(self.fd)
             self.fd = -1
@@ -129,12 +143,16 @@ def _same_file(conn: sqlite3.Connection, identity: tuple[int, int]) -> None:
         raise _FileChanged("the file changed since it was checked")
 
 
+def _serving_limits(conn: sqlite3.Connection) -> None:
+    conn.setlimit(sqlite3.SQLITE_LIMIT_LENGTH, SERVE_LENGTH)
+    conn.setlimit(sqlite3.SQLITE_LIMIT_SQL_LENGTH, SERVE_SQL_LENGTH)
+
+
 def _connect(uri: str, identity: tuple[int, int] | None, *, serving: bool) -> sqlite3.Connection:
     conn = sqlite3.connect(uri, uri=True, check_same_thread=False, isolation_level=None)
     try:
         if serving:
-            conn.setlimit(sqlite3.SQLITE_LIMIT_LENGTH, SERVE_LENGTH)
-            conn.setlimit(sqlite3.SQLITE_LIMIT_SQL_LENGTH, SERVE_SQL_LENGTH)
+            _serving_limits(conn)
         if identity is not None:
             _same_file(conn, identity)
         _harden(conn)
@@ -149,9 +167,20 @@ def connect_readonly(path: str) -> sqlite3.Connection:
     Inside `pinned()` for `path`, on the pinned file (sqlite3.Error if it cannot be)."""
     pin = _pin_for(path)
     if pin is not None:
-        return _connect(pin.uri, pin.identity, serving=False)
+        pin._opened = _connect(pin.uri, pin.identity, serving=False)
+        return pin._opened
     uri = "file:" + urllib.parse.quote(os.path.abspath(path)) + "?mode=ro&immutable=1"
     return _connect(uri, None, serving=False)
+
+
+def release(conn: sqlite3.Connection) -> None:
+    """Done with a connection of `connect_readonly`: closed, unless it is the one on a pinned
+    file that keeps it for serving (`PinnedFile.keep`, the first such connection only)."""
+    pin = _PINNED.get()
+    if pin is not None and pin.keep and pin.kept is None and conn is pin._opened:
+        pin.kept = conn
+        return
+    conn.close()
 
 
 def read_head(path: str, size: int) -> bytes:
@@ -216,11 +245,18 @@ class ConnectionPool:
         """A pool on the pinned file; the pin's descriptor is no longer needed afterwards."""
         pool = cls(pin.path)
         pool._identity = pin.identity
+        conn, pin.kept = pin.kept, None
         try:
-            conn = _connect(pin.uri, pin.identity, serving=True)
+            if conn is None:
+                conn = _connect(pin.uri, pin.identity, serving=True)
+            else:  # the check's own, on the same pinned file: bounded from now on
+                _serving_limits(conn)
+            conn.execute(f"PRAGMA cache_size=-{ANCHOR_CACHE_KIB}")
+            conn.execute("PRAGMA shrink_memory")  # the check's pages: only what serving reads
         except sqlite3.Error as exc:
+            if conn is not None:
+                conn.close()
             raise EnvironmentProblem(f"cannot open {pin.path} ({exc})") from exc
-        conn.execute(f"PRAGMA cache_size=-{ANCHOR_CACHE_KIB}")
         pool._anchor = pool._anchor_of_pool = _Bounded(conn)
         return pool
 

@@ -146,7 +146,7 @@ def open_source(
     """A source for the cartridge `path` if its verdict meets `min_trust`; UntrustedError
     otherwise.  The check reads the file through one descriptor, and the source serves the
     file that descriptor opened."""
-    pin = PinnedFile(path)
+    pin = PinnedFile(path, keep=True)  # the check's connection goes on serving
     try:
         with pinned(pin):
             report = check_cartridge(path, trust, limits)
