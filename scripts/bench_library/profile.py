@@ -16,6 +16,8 @@ Each round (rounds interleave the library and the copies; medians are printed):
 
     python3 -m scripts.bench_library.profile --box bench-out/box       # 200 bundles, 3 rounds
     python3 -m scripts.bench_library.profile --box bench-out/box --rounds 5 --json out.json
+    git archive REV acxfs | tar -x -C /tmp/base   # then, interleaved with that revision:
+    python3 -m scripts.bench_library.profile --box bench-out/box --baseline /tmp/base
 
 `--box DIR` keeps the bundles, the library and the copies there (made on first use, about two
 minutes for 200), so later profiles of another acxfs revision measure the same files.
@@ -141,8 +143,17 @@ def trace_stretch(trace: FuseTrace | None, mnt: Path, daemon: int, action: Calla
     return result, seen
 
 
+def probe_command(baseline: Path | None, out: str) -> list[str]:
+    """`acxfs up` through the probe: this tree's acxfs, or the one in `baseline` (the probe and
+    its timers are always this tree's; a step the baseline lacks is shown as not timed)."""
+    start = ("import sys; sys.path.insert(0, sys.argv[1]); import scripts.bench_library.probe "
+             "as probe; sys.path.insert(0, sys.argv[2]); sys.exit(probe.main(sys.argv[3:]))")
+    return [sys.executable, "-c", start, str(REPO), str(baseline or REPO), out, "--", "up"]
+
+
 def one_round(lib: LibraryColumn, cp: CopiesColumn, bundles: list[Bundle],
-              trace: FuseTrace | None, work: Path, timeout: float) -> Round:
+              trace: FuseTrace | None, work: Path, timeout: float,
+              baseline: Path | None) -> Round:
     out = Round()
     n = len(bundles)
     mnt = lib.home / ".local" / "share" / "acxfs" / "mnt"
@@ -150,9 +161,8 @@ def one_round(lib: LibraryColumn, cp: CopiesColumn, bundles: list[Bundle],
     drop()
     probe_out = str(work / f"probe-{time.monotonic_ns()}")
     start = time.perf_counter()
-    done = subprocess.run([sys.executable, "-m", "scripts.bench_library.probe", probe_out, "--",
-                           "up"], env=lib.env, cwd=REPO, capture_output=True, text=True,
-                          timeout=timeout, check=False)
+    done = subprocess.run(probe_command(baseline, probe_out), env=lib.env, cwd=REPO,
+                          capture_output=True, text=True, timeout=timeout, check=False)
     out.put("up: the command (wall, process start to exit)", time.perf_counter() - start)
     if done.returncode != 0:
         raise BenchError(f"acxfs up failed: {done.stderr.strip()[-300:]}")
@@ -221,62 +231,107 @@ def med(rounds: list[Round], name: str) -> float:
     return statistics.median(values) if values else 0.0
 
 
-def render(rounds: list[Round], n: int, note: str, rev: str) -> str:
+def trips_of(rounds: list[Round], key: str) -> list[float]:
+    return [t for r in rounds for t in r.requests.get(key, (0, []))[1]]
+
+
+VERIFY = "daemon cold: read: verify (fetch + inflate + sha256)"
+FETCH = "daemon cold: read: stored chunks (fetch)"
+
+
+def _phase_cell(rounds: list[Round], kind: str, keys: Sequence[str], n: int) -> str:
+    value = sum(med(rounds, f"{kind}: {k}") for k in keys)
+    return f"{value * 1000:.1f} ({value / n * 1e6:.0f})"
+
+
+def _verify_us(rounds: list[Round], n: int) -> str:
+    return f"{med(rounds, VERIFY) / n * 1e6:.0f}"
+
+
+def _fetch_us(rounds: list[Round], n: int) -> str:
+    return f"{med(rounds, FETCH) / n * 1e6:.0f}"
+
+
+def _inflate_us(rounds: list[Round], n: int) -> str:
+    return f"{(med(rounds, VERIFY) - med(rounds, FETCH)) / n * 1e6:.0f}"
+
+
+def _preads(rounds: list[Round], n: int) -> str:
+    return f"{med(rounds, 'cold: preads') / n:.2f}"
+
+
+def _pread_us(rounds: list[Round], n: int) -> str:
+    count = med(rounds, "cold: preads")
+    return f"{med(rounds, 'cold: pread seconds') / count * 1e6:.0f}" if count else "none"
+
+
+def _disk_bytes(rounds: list[Round], n: int) -> str:
+    return f"{med(rounds, 'cold lib: disk bytes read by the daemon') / n:.0f}"
+
+
+def _link_lookups(rounds: list[Round], n: int) -> str:
+    return f"{med(rounds, 'links requests: LOOKUP') / n:.2f}"
+
+
+def render(runs: dict[str, list[Round]], n: int, note: str, rev: str) -> str:
+    """Markdown: one column (or pair of columns) per variant, medians over its rounds."""
     ms = 1000.0
+    names = list(runs)
+    every = [r for rounds in runs.values() for r in rounds]
     lines = [f"## Profile: `acxfs up` and a cold first read, {n} bundles "
-             f"({len(rounds)} rounds, medians; {time.strftime('%Y-%m-%d %H:%M')})", "",
+             f"({len(next(iter(runs.values())))} rounds of each of {', '.join(names)}, "
+             f"interleaved; medians; {time.strftime('%Y-%m-%d %H:%M')})", "",
              f"{note} Load average at the end: {os.getloadavg()[0]:.1f}. {host_line(rev)}", "",
-             "### `acxfs up` until every link resolves", "",
-             "| step | ms | CPU ms | calls |", "|---|---:|---:|---:|"]
-    names = sorted({k for r in rounds for k in r.figures if k.startswith(("up:", "check:",
-                                                                          "mount:"))})
-    for name in names:
-        lines.append(f"| {name} | {med(rounds, name) * ms:.1f} | "
-                     f"{med(rounds, 'cpu of ' + name) * ms:.1f} | "
-                     f"{med(rounds, 'calls of ' + name):.0f} |")
-    lines += ["", "### A cold read of every SKILL.md (sums over the files)", "",
-              "| phase | library ms | per file µs | library warm ms | plain copies ms | "
-              "per file µs |", "|---|---:|---:|---:|---:|---:|"]
+             "### `acxfs up` until every link resolves (wall and CPU ms)", "",
+             "| step | calls | " + " | ".join(f"{v} ms | {v} CPU" for v in names) + " |",
+             "|---|---:|" + "---:|---:|" * len(names)]
+    steps = sorted({k for r in every for k in r.figures if k.startswith(("up:", "check:",
+                                                                         "mount:"))})
+    for name in steps:
+        calls = max(med(rounds, "calls of " + name) for rounds in runs.values())
+        cells = [f"{med(rounds, name) * ms:.1f} | {med(rounds, 'cpu of ' + name) * ms:.1f}"
+                 if any("calls of " + name in r.figures or name in r.figures for r in rounds)
+                 else "not timed | " for rounds in runs.values()]
+        lines.append(f"| {name} | {calls:.0f} | " + " | ".join(cells) + " |")
+    lines += ["", "### A cold read of every SKILL.md (ms, summed over the files; µs per file)",
+              "", "| phase | " + " | ".join(f"library, {v}" for v in names) +
+              " | library warm | plain copies |", "|---|" + "---:|" * (len(names) + 2)]
+    last = runs[names[-1]]
     for phase in (*PHASES, "total"):
         keys = PHASES if phase == "total" else (phase,)
-        lib = sum(med(rounds, f"cold lib: {k}") for k in keys)
-        warm = sum(med(rounds, f"warm lib: {k}") for k in keys)
-        cp = sum(med(rounds, f"cold copies: {k}") for k in keys)
-        lines.append(f"| {phase} | {lib * ms:.1f} | {lib / n * 1e6:.0f} | {warm * ms:.1f} | "
-                     f"{cp * ms:.1f} | {cp / n * 1e6:.0f} |")
-    lines += ["", "### The FUSE requests of that cold read (kernel trace) and the daemon's "
-              "Python time", "", "| request | per file | round trip µs (median / mean) | "
-              "daemon op | op µs (mean) |", "|---|---:|---:|---|---:|"]
+        lines.append(f"| {phase} | " + " | ".join(
+            _phase_cell(r, "cold lib", keys, n) for r in runs.values()) +
+            f" | {_phase_cell(last, 'warm lib', keys, n)} | "
+            f"{_phase_cell(every, 'cold copies', keys, n)} |")
+    lines += ["", "### Its FUSE requests (kernel trace) and the daemon's Python time, per file",
+              "", "| request | " + " | ".join(
+                  f"{v}: count | {v}: round trip µs median / mean | {v}: in Python µs"
+                  for v in names) + " |", "|---|" + "---:|" * (3 * len(names))]
     ops = {"LOOKUP": "getattr", "GETATTR": "getattr", "READ": "read", "READDIR": "readdir",
            "GETXATTR": "getxattr", "ACCESS": "access", "STATFS": "statfs"}
-    for op in sorted({k.split(": ", 1)[1] for r in rounds for k in r.figures
+    for op in sorted({k.split(": ", 1)[1] for r in every for k in r.figures
                       if k.startswith("cold requests: ")}):
-        count = med(rounds, f"cold requests: {op}")
-        trips = [t for r in rounds for t in r.requests.get(f"cold:{op}", (0, []))[1]]
-        py = ops.get(op, "")
-        calls = med(rounds, f"daemon cold: calls of op: {py}")
-        spent = med(rounds, f"daemon cold: op: {py}")
-        lines.append(f"| {op} | {count / n:.2f} | "
-                     f"{statistics.median(trips) * 1e6 if trips else 0:.0f} / "
-                     f"{statistics.fmean(trips) * 1e6 if trips else 0:.0f} | {py} | "
-                     f"{spent / calls * 1e6 if calls else 0:.0f} |")
-    lines += ["", "Inside the first reads (daemon timers; per file):", ""]
-    for name in ("read: verify (fetch + inflate + sha256)", "read: stored chunks (fetch)",
-                 "read: SQLite fetch of the row", "read: take a connection"):
-        lines.append(f"- {name}: {med(rounds, f'daemon cold: {name}') / n * 1e6:.0f} µs")
-    verify = med(rounds, "daemon cold: read: verify (fetch + inflate + sha256)")
-    fetch = med(rounds, "daemon cold: read: stored chunks (fetch)")
-    lines.append(f"- inflate + sha256 (verify less fetch): {(verify - fetch) / n * 1e6:.0f} µs")
-    preads = med(rounds, "cold: preads")
-    lines.append(f"- SQLite page reads (pread64 by the daemon): {preads / n:.2f} per file, "
-                 f"{med(rounds, 'cold: pread bytes') / max(preads, 1):.0f} bytes each, "
-                 f"{med(rounds, 'cold: pread seconds') / max(preads, 1) * 1e6:.0f} µs each; "
-                 f"from disk: {med(rounds, 'cold lib: disk bytes read by the daemon') / n:.0f} "
-                 "bytes per file")
-    link_ops = sorted({k.split(": ", 1)[1] for r in rounds for k in r.figures
-                       if k.startswith("links requests: ")})
-    lines.append("- while `up`'s links first resolved: " + ", ".join(
-        f"{med(rounds, f'links requests: {op}') / n:.2f} {op}" for op in link_ops) + " per bundle")
+        cells = []
+        for rounds in runs.values():
+            trips = trips_of(rounds, f"cold:{op}")
+            py = ops.get(op, "")
+            calls, spent = (med(rounds, f"daemon cold: calls of op: {py}"),
+                            med(rounds, f"daemon cold: op: {py}"))
+            cells.append(f"{med(rounds, f'cold requests: {op}') / n:.2f} | "
+                         f"{statistics.median(trips) * 1e6 if trips else 0:.0f} / "
+                         f"{statistics.fmean(trips) * 1e6 if trips else 0:.0f} | "
+                         f"{spent / calls * 1e6 if calls and py else 0:.0f}")
+        lines.append(f"| {op} | " + " | ".join(cells) + " |")
+    lines += ["", "### Inside a first read, per file (daemon timers and trace)", "",
+              "| step | " + " | ".join(names) + " |", "|---|" + "---:|" * len(names)]
+    for label, show in (("verify (fetch + inflate + sha256) µs", _verify_us),
+                        ("SQLite fetch of the row µs", _fetch_us),
+                        ("inflate + sha256 µs", _inflate_us),
+                        ("SQLite page reads (pread64)", _preads),
+                        ("µs per page read", _pread_us),
+                        ("bytes the daemon read from disk", _disk_bytes),
+                        ("LOOKUPs while `up`'s links first resolved", _link_lookups)):
+        lines.append(f"| {label} | " + " | ".join(show(r, n) for r in runs.values()) + " |")
     return "\n".join(lines) + "\n"
 
 
@@ -287,6 +342,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--rounds", type=int, default=3, help="rounds (default 3)")
     parser.add_argument("--box", metavar="DIR", help="keep and reuse the bundles there")
     parser.add_argument("--json", metavar="FILE", help="every round's figures")
+    parser.add_argument("--baseline", metavar="DIR",
+                        help="also profile the acxfs package in DIR (e.g. `git archive REV "
+                        "acxfs | tar -x -C DIR`), interleaved with this tree's")
     args = parser.parse_args(argv)
     timeout = 600.0
     compile_acxfs()
@@ -295,7 +353,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     box = Path(args.box).resolve() if args.box else work / "box"
     trace, why = FuseTrace.open()
     note = why + "." if why else "Kernel trace: FUSE requests and the daemon's pread64."
-    rounds: list[Round] = []
+    baseline = Path(args.baseline).resolve() if args.baseline else None
+    variants = {"baseline": baseline, "current": None} if baseline else {"current": None}
+    runs: dict[str, list[Round]] = {name: [] for name in variants}
     try:
         bundles = make_box(box, args.n, timeout)
         trust = box / "trust"
@@ -303,8 +363,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         lib.bundles = bundles
         cp = CopiesColumn(box / "cp", trust, timeout)
         for index in range(args.rounds):
-            print(f"round {index + 1}/{args.rounds}", file=sys.stderr, flush=True)
-            rounds.append(one_round(lib, cp, bundles, trace, work, timeout))
+            for name, tree in variants.items():
+                print(f"round {index + 1}/{args.rounds}: {name}", file=sys.stderr, flush=True)
+                runs[name].append(one_round(lib, cp, bundles, trace, work, timeout, tree))
     except BenchError as exc:
         print(f"profile stopped: {exc}", file=sys.stderr)
         return 1
@@ -314,9 +375,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.box is None:
             LibraryColumn(box / "lib", box / "trust", timeout).stop()
         remove_tree(work)
-    print(render(rounds, len(bundles), note, acxfs_revision()))
+    print(render(runs, len(bundles), note, acxfs_revision()))
     if args.json:
-        Path(args.json).write_text(json.dumps([r.figures for r in rounds], indent=1))
+        Path(args.json).write_text(json.dumps(
+            {name: [r.figures for r in rounds] for name, rounds in runs.items()}, indent=1))
     return 0
 
 
