@@ -52,6 +52,7 @@ STEP_SECONDS = 5.0  # one serving statement, at most
 SERVE_LENGTH = 1024 * 1024  # largest value a serving statement may build (rows read: 64 KiB)
 SERVE_SQL_LENGTH = 256 * 1024  # longest schema statement a serving connection parses
 ANCHOR_CACHE_KIB = 64
+CACHED_STATEMENTS = 4  # prepared statements a connection keeps: a serving one runs few
 _PROGRESS_STEPS = 1000
 
 
@@ -149,7 +150,8 @@ def _serving_limits(conn: sqlite3.Connection) -> None:
 
 
 def _connect(uri: str, identity: tuple[int, int] | None, *, serving: bool) -> sqlite3.Connection:
-    conn = sqlite3.connect(uri, uri=True, check_same_thread=False, isolation_level=None)
+    conn = sqlite3.connect(uri, uri=True, check_same_thread=False, isolation_level=None,
+                           cached_statements=CACHED_STATEMENTS)
     try:
         if serving:
             _serving_limits(conn)
