@@ -96,7 +96,7 @@ def bench_size(n: int, columns: list[Column], bundles: list[Bundle], cfg: Config
             alive = [c for c in columns if c.name not in broken]
             for name, why in bench_startup(n, alive, bundles[:n], agents, reps, not cfg.quick,
                                            cfg.timeout, results, notes, log).items():
-                broken[f"{name} (start-up)"] = why
+                broken[f"{name} start-up"] = why
     finally:
         for column in columns:
             column.stop()
@@ -118,7 +118,7 @@ def bench(cfg: Config, base: Path, log: Callable[[str], None], results: Results,
         for name, reason in bench_size(n, columns, bundles, cfg, agents, results, notes,
                                        log).items():
             failures.append(f"N={n} {name}: {reason}")
-            if name.endswith("(start-up)"):
+            if name.endswith(" start-up"):
                 continue  # its start-up cells were marked by bench_startup
             for key, _label, _unit in MEASURES:
                 cell = results.setdefault((n, key, name), Cell())

@@ -86,6 +86,18 @@ def mirror_copies(column: CopiesColumn, bundles: list[Bundle]) -> None:
                 shutil.copytree(source, target / bundle.skill)
 
 
+def missing_skills(expected: set[tuple[str, str]],
+                   listed: list[tuple[str, str]]) -> list[tuple[str, str]]:
+    """The expected (name, description) pairs a listing lacks. A listed description may be the
+    beginning of the SKILL.md's (Codex shortens every description when it lists many skills),
+    never empty."""
+    shown: dict[str, set[str]] = {}
+    for name, description in listed:
+        shown.setdefault(name, set()).add(description)
+    return sorted((name, description) for name, description in expected
+                  if not any(d and description.startswith(d) for d in shown.get(name, ())))
+
+
 def one_start(agent: Agent, column: Column, expected: set[tuple[str, str]],
               timeout: float) -> float:
     """Seconds from the agent's start to its first model request, which must list `expected`."""
@@ -101,7 +113,7 @@ def one_start(agent: Agent, column: Column, expected: set[tuple[str, str]],
     if code != 0 or not got or begun is None:
         raise BenchError(f"{agent.name} run failed (exit {code}, {len(got)} model requests): "
                          f"{run.stderr.strip()[-300:]}")
-    missing = expected - set(agent.listed(got[0].body))
+    missing = missing_skills(expected, agent.listed(got[0].body))
     if missing:
         raise BenchError(f"{agent.name} did not list {len(missing)} of {len(expected)} skills "
                          f"through the {column.name}, e.g. {sorted(missing)[0]}")
@@ -122,8 +134,8 @@ def bench_startup(n: int, columns: list[Column], bundles: list[Bundle], slugs: t
                   rounds: int, warm_up: bool, timeout: float, results: Results,
                   notes: list[str], log: Callable[[str], None]) -> dict[str, str]:
     """The start-up measures at N of the agents `slugs` for the library and copies columns
-    present; returns why each column that failed failed (it stays marked failed for the
-    start-up rows only)."""
+    present; returns why each (column, agent) that failed failed (its start-up cells say
+    failed; the other agent and the other rows go on)."""
     pair = [c for c in columns if isinstance(c, LibraryColumn | CopiesColumn)]
     broken: dict[str, str] = {}
     agents = []
@@ -148,15 +160,20 @@ def bench_startup(n: int, columns: list[Column], bundles: list[Bundle], slugs: t
         elif isinstance(column, LibraryColumn):
             column.up()
 
-    def attempt(column: Column, what: str, step: Callable[[], object]) -> None:
-        if column.name in broken:
+    def attempt(agent: Agent, column: Column, what: str, step: Callable[[], object]) -> None:
+        failed = f"{column.name}, {agent.name}"
+        if failed in broken:
             return
-        log(f"N={n} {column.name}: {what}")
+        log(f"N={n} {column.name}: {agent.name} {what}")
         try:
             step()
         except BenchError as exc:
-            broken[column.name] = str(exc)
-            log(f"N={n} {column.name}: start-up failed: {exc}")
+            broken[failed] = str(exc)
+            log(f"N={n} {column.name}: {agent.name} start-up failed: {exc}")
+            for temperature in TEMPERATURES:
+                cell = results.setdefault((n, measure_key(agent, temperature), column.name),
+                                          Cell())
+                cell.note = cell.note if cell.values else "failed"
 
     def measured(agent: Agent, column: Column) -> None:
         for temperature in TEMPERATURES:
@@ -170,21 +187,16 @@ def bench_startup(n: int, columns: list[Column], bundles: list[Bundle], slugs: t
         if warm_up:
             for agent in agents:
                 for column in pair:
-                    attempt(column, f"{agent.name} first start (not measured)",
+                    attempt(agent, column, "first start (not measured)",
                             functools.partial(one_start, agent, column, expected, timeout))
         for index in range(rounds):
             for agent in agents:
                 for column in pair:
-                    attempt(column, f"{agent.name} start-up round {index + 1}/{rounds}",
+                    attempt(agent, column, f"start-up round {index + 1}/{rounds}",
                             functools.partial(measured, agent, column))
     finally:
         for column in pair:
             column.down()
-    for name in broken:
-        for agent in agents:
-            for temperature in TEMPERATURES:
-                cell = results.setdefault((n, measure_key(agent, temperature), name), Cell())
-                cell.note = cell.note if cell.values else "failed"
     return broken
 
 
