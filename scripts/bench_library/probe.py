@@ -37,6 +37,7 @@ COMMAND_STEPS = (
     ("acxfs.library.daemon", "running", "up: ping the daemon"),
     ("acxfs.library.daemon", "LibraryDaemon.initial", "check: every bundle"),
     ("acxfs.library.daemon", "LibraryDaemon.open_revision", "check: one bundle (open_revision)"),
+    ("acxfs.library.daemon", "LibraryDaemon._digest_check", "check: sha256 of the store file"),
     ("acxfs.formats.acx.source", "PinnedFile", "check: pin the file"),
     ("acxfs.formats.acx.rows", "check_file_header", "check: header and sidecars"),
     ("acxfs.formats.acx.rows", "check_sidecars", "check: header and sidecars"),
