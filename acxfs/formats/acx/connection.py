@@ -16,11 +16,12 @@ made from a pin keeps one connection on the checked file open for as long as it 
 anchor: the check's own connection when the pin kept it, `PinnedFile.keep`, so a served file
 is opened and its schema parsed once): reads go on from the checked inode after a rename
 over it or a new file written at its path, and any further connection that cannot be opened
-on that inode waits for the anchor instead.  Whatever a serving connection runs is bounded:
-a statement longer than `STEP_SECONDS` is interrupted (a progress handler), a value is at
-most `SERVE_LENGTH` bytes and a schema statement at most `SERVE_SQL_LENGTH` (SQLite does not
-interrupt straight-line expressions, so their size is what bounds them); the failure is the
-read's, never a hang.
+on that inode waits for the anchor instead; the checked inode written in place (another size
+or mtime) is a changed file (`changed_in_place`), whatever pages the anchor cached.  Whatever
+a serving connection runs is bounded: a statement longer than `STEP_SECONDS` is interrupted
+(a progress handler), a value is at most `SERVE_LENGTH` bytes and a schema statement at most
+`SERVE_SQL_LENGTH` (SQLite does not interrupt straight-line expressions, so their size is what
+bounds them); the failure is the read's, never a hang.
 
 Descriptors: each served cartridge keeps exactly one (its anchor; 200 bundles are 200
 descriptors, far under the default limit of 1024), and the connections opened beyond the
@@ -87,6 +88,7 @@ class PinnedFile:
         os.set_inheritable(self.fd, False)
         st = os.fstat(self.fd)
         self.identity = (st.st_dev, st.st_ino)
+        self.stamp = (st.st_size, st.st_mtime_ns)  # what a write in place would change
 
     @property
     def uri(self) -> str:
@@ -232,8 +234,10 @@ class ConnectionPool:
 
     def __init__(self, path: str) -> None:
         self._path = path
-        self._uri = "file:" + urllib.parse.quote(os.path.abspath(path)) + "?mode=ro&immutable=1"
+        self._absolute = os.path.abspath(path)
+        self._uri = "file:" + urllib.parse.quote(self._absolute) + "?mode=ro&immutable=1"
         self._identity: tuple[int, int] | None = None
+        self._stamp: tuple[int, int] | None = None  # the pinned file's (size, mtime) at its check
         self._anchor: _Bounded | None = None  # None again once closed
         self._anchor_of_pool: _Bounded | None = None
         self._anchor_lock = threading.Lock()
@@ -247,6 +251,7 @@ class ConnectionPool:
         """A pool on the pinned file; the pin's descriptor is no longer needed afterwards."""
         pool = cls(pin.path)
         pool._identity = pin.identity
+        pool._stamp = pin.stamp
         conn, pin.kept = pin.kept, None
         try:
             if conn is None:
@@ -261,6 +266,20 @@ class ConnectionPool:
             raise EnvironmentProblem(f"cannot open {pin.path} ({exc})") from exc
         pool._anchor = pool._anchor_of_pool = _Bounded(conn)
         return pool
+
+    def changed_in_place(self) -> bool:
+        """Whether the checked file was written in place since its check: its path still names
+        that inode, with another size or mtime (a path that names another file, or none, is
+        no change of the checked one: the anchor reads that).  A served file's pages may come
+        from the serving connection's cache, which would hide such a write from its reads."""
+        if self._stamp is None:
+            return False
+        try:
+            st = os.stat(self._absolute)
+        except OSError:
+            return False
+        return (st.st_dev, st.st_ino) == self._identity and \
+            (st.st_size, st.st_mtime_ns) != self._stamp
 
     def take(self) -> sqlite3.Connection:
         """A connection on the checked file; hand it back with `give` (in a `finally`)."""

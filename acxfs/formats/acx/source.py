@@ -66,7 +66,10 @@ class CartridgeSource(StoredSource):
 
 def stored_chunks(pool: ConnectionPool, entry: Entry, step: int) -> Iterator[bytes]:
     """The row's stored bytes, for `acxfs.content.cache` only; a row that no longer reads as
-    checked is a TamperError."""
+    checked, or a file written in place since its check, is a TamperError."""
+    if pool.changed_in_place():
+        raise TamperError(f"{entry.path} cannot be read as it was checked: the file was "
+                          "written since", entry.path)
     try:
         if entry.stored_size <= SMALL_ROW_BYTES:  # one query beats a BLOB handle
             conn = pool.take()
