@@ -22,12 +22,12 @@ PYTHON="${PYTHON:-python3}"
 if command -v pyenv >/dev/null 2>&1; then pyenv rehash >/dev/null 2>&1 || true; fi
 "$PYTHON" -c "import acxfs, fuse, nacl, yaml" >/dev/null
 command -v acxfs >/dev/null || { echo "setup: acxfs is not on PATH" >&2; exit 1; }
-# The real agents the tests run (tests/support/agents.py): headless against loopback mocks of
-# their model APIs (Claude Code, Codex), or their own skill listings (Gemini CLI, OpenCode,
-# GitHub Copilot CLI). The npm packages pinned by tests/agents/package.json and its lock file,
-# installed with `npm ci` under $ACXFS_AGENTS_DIR (default: ~/.cache/acxfs-agents of the user
-# in the password database); skipped when that lock is already installed there. Needs
-# Node.js >= 20 (Gemini CLI's floor).
+# The real agents the tests and the library benchmark run (scripts/agent_runs/): headless
+# against loopback mocks of their model APIs (Claude Code, Codex), or (tests/support/agents.py)
+# their own skill listings (Gemini CLI, OpenCode, GitHub Copilot CLI). The npm packages pinned
+# by tests/agents/package.json and its lock file, installed with `npm ci` under
+# $ACXFS_AGENTS_DIR (default: ~/.cache/acxfs-agents of the user in the password database);
+# skipped when that lock is already installed there. Needs Node.js >= 20 (Gemini CLI's floor).
 AGENTS_DIR="${ACXFS_AGENTS_DIR:-$(getent passwd "$(id -un)" | cut -d: -f6)/.cache/acxfs-agents}"
 AGENT_BINS=(.bin/claude .bin/codex .bin/gemini .bin/copilot)
 # OpenCode is pinned as its linux-x64 build (tests/agents/package.json): npm skips it elsewhere

@@ -176,6 +176,29 @@ def clean_temp(directory: str, temp: str, targets: set[str]) -> None:
         return
 
 
+def states_of(links: list[Link]) -> list[str]:
+    """`state_of` of every link, each agent directory opened once (not once per link: `up`
+    looks at every link of the library)."""
+    by_directory: dict[str, list[int]] = {}
+    for index, link in enumerate(links):
+        by_directory.setdefault(link.directory, []).append(index)
+    found = ["missing"] * len(links)
+    for directory, indexes in by_directory.items():
+        try:
+            with _directory(Path(directory), create=False) as fd:
+                for index in indexes:
+                    target = _current(fd, links[index].name)
+                    found[index] = ("missing" if target is None else
+                                    "ok" if target == links[index].target else "changed")
+        except OSError as exc:
+            if exc.errno not in (errno.ENOENT, errno.ENOTDIR):
+                raise
+        except UnsafePathError:  # its directory was replaced by a link acxfs does not follow
+            for index in indexes:
+                found[index] = "changed"
+    return found
+
+
 def state_of(link: Link) -> str:
     """'ok', 'missing' or 'changed': what is at the link's path now."""
     try:

@@ -420,12 +420,11 @@ class Library:
             self._tell(journal.carry_out(self.paths, plan.intent("up"), self._sync))
 
     def _report_links(self, state: LibraryState) -> None:
-        for item in state.installed.values():
-            for link in item.links:
-                condition = agent_links.state_of(link)
-                if condition != "ok":
-                    self.note(printable(f"acxfs: note: link {link.path} is {condition} "
-                                        "(changed by hand: left as it is)"))
+        links = [link for item in state.installed.values() for link in item.links]
+        for link, condition in zip(links, agent_links.states_of(links), strict=True):
+            if condition != "ok":
+                self.note(printable(f"acxfs: note: link {link.path} is {condition} "
+                                    "(changed by hand: left as it is)"))
 
     def _clear_orphan(self) -> None:
         """Before a daemon starts: unmount what a dead daemon, or one without its control

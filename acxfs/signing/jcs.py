@@ -8,7 +8,10 @@ integral ones are refused: ACX 0.1 signs none, and their ES6 rendering is not ne
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Mapping, Sequence
+
+_PLAIN = re.compile(r"[ !#-\[\]-~]*")  # printable ASCII but '"' and '\\': no escape needed
 
 
 def canonical_bytes(value: object) -> bytes:
@@ -25,6 +28,8 @@ def utf16_key(text: str) -> bytes:
 
 
 def _emit(value: object) -> str:
+    if isinstance(value, str):
+        return f'"{value}"' if _PLAIN.fullmatch(value) else json.dumps(value, ensure_ascii=False)
     if value is None:
         return "null"
     if value is True:
@@ -37,8 +42,6 @@ def _emit(value: object) -> str:
         if value.is_integer() and abs(value) < 2**53:
             return str(int(value))
         raise ValueError("non-integral numbers are not used in ACX 0.1 signed JSON")
-    if isinstance(value, str):
-        return json.dumps(value, ensure_ascii=False)
     if isinstance(value, Mapping):
         items = sorted(value.items(), key=lambda kv: utf16_key(str(kv[0])))
         return "{" + ",".join(f"{_emit(str(k))}:{_emit(v)}" for k, v in items) + "}"

@@ -7,17 +7,20 @@
 For each N (default 10, 50, 200) it measures the daemons' RSS (VmRSS, summed over daemons)
 after start-up and after reading every SKILL.md, start-up until every link resolves, adding one
 more small bundle (its full check included), and a cold read of every SKILL.md through the
-agent directories. A Markdown table of medians goes to stdout, every raw figure to `--json`.
+agent directories; at the largest N, the start-up of Claude Code and Codex (to their first
+model request, against a loopback mock) with the library against plain copies, cold and warm.
+A Markdown table of medians goes to stdout, every raw figure to `--json`.
 
 Invariant: nothing outside one temporary directory is touched. Every column runs with its own
 HOME, XDG_* directories and trust store inside it, and on any exit (failure, Ctrl-C, SIGTERM)
 every daemon started there is stopped, every mount there unmounted and the directory removed.
 
-    python3 -m scripts.bench_library --quick              # CI smoke test, under a minute
+    python3 -m scripts.bench_library --quick              # CI smoke test, about a minute
     python3 -m scripts.bench_library --json bench-out/library.json
 
 Modules: `config` (columns, measures, the run's configuration), `system` (commands, daemons,
 isolated homes, cleanup), `bundles` (the single-skill cartridges), `columns` (the three ways to
-install), `measuring` (one rep, one N, the run), `report` (table, targets, JSON), `__main__`
-(arguments and the run).
+install), `measuring` (one rep, one N, the run), `startup` (the agents' start-up), `report`
+(table, targets, JSON), `__main__` (arguments and the run). `profile` (with `probe` and
+`ftrace`) is a separate command: where each millisecond of `up` and of a cold first read goes.
 """

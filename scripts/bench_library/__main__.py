@@ -38,6 +38,9 @@ def parse_args(argv: Sequence[str] | None) -> Config:
     parser.add_argument("--columns", default="lib,mnt,cp", metavar="LIST",
                         help="subset of lib (library), mnt (per-bundle mounts), cp (plain "
                         "copies); default: all")
+    parser.add_argument("--agents", default="claude,codex", metavar="LIST",
+                        help="whose start-up to measure at the largest N (claude, codex; "
+                        "'none' for no start-up rows); default: both")
     args = parser.parse_args(argv)
     try:
         sizes = tuple(int(s) for s in args.sizes.split(",")) if args.sizes else (
@@ -49,9 +52,12 @@ def parse_args(argv: Sequence[str] | None) -> Config:
     columns = tuple(args.columns.split(","))
     if not set(columns) <= {kind.slug for kind in COLUMN_TYPES}:
         parser.error(f"--columns: not a subset of lib,mnt,cp: {args.columns}")
+    agents = () if args.agents == "none" else tuple(args.agents.split(","))
+    if not set(agents) <= {"claude", "codex"}:
+        parser.error(f"--agents: not a subset of claude,codex: {args.agents}")
     return Config(sizes, args.reps or (1 if args.quick else 3), bool(args.quick),
-                  30.0 if args.quick else 600.0, Path(args.json).resolve() if args.json
-                  else None, Path(args.work).resolve(), bool(args.keep), columns)
+                  60.0 if args.quick else 600.0, Path(args.json).resolve() if args.json
+                  else None, Path(args.work).resolve(), bool(args.keep), columns, agents)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

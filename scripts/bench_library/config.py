@@ -19,6 +19,10 @@ MEASURES = (  # key, label, unit
     ("add", "add one more bundle (full check)", "s"),
     ("read", "cold read of every SKILL.md", "s"),
 )
+STARTUP_MEASURES = tuple(  # at the largest N only: scripts.bench_library.startup
+    (f"start_{slug}_{temperature}", f"{name} start-up to its first model request, {temperature}",
+     "s") for slug, name in (("claude", "Claude Code"), ("codex", "Codex"))
+    for temperature in ("cold", "warm"))
 
 
 class BenchError(Exception):
@@ -35,6 +39,7 @@ class Config:
     work: Path
     keep: bool
     columns: tuple[str, ...]  # slugs of the columns to run
+    agents: tuple[str, ...] = ("claude", "codex")  # whose start-up is measured at the largest N
 
 
 Results = dict[tuple[int, str, str], Cell]  # (N, measure, column)

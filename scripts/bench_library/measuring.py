@@ -1,5 +1,6 @@
 """Measuring the columns: one rep (up, RSS, cold read, add one more, down), every column at one
-N with the reps interleaved, and the whole run over every N.
+N with the reps interleaved (then, at the largest N, the agents' start-up: `startup`), and the
+whole run over every N.
 
 Invariant: whatever was measured before a failure stays in the results; a failed column is
 stopped and marked, and the others go on.
@@ -17,6 +18,7 @@ from scripts.bench.system import try_drop_caches
 from scripts.bench_library.bundles import build_bundles
 from scripts.bench_library.columns import COLUMN_TYPES, Column
 from scripts.bench_library.config import MEASURES, BenchError, Bundle, Config, Results
+from scripts.bench_library.startup import bench_startup
 from scripts.bench_library.system import daemons, isolated_env, rss_mib, timed
 
 
@@ -58,9 +60,12 @@ def one_rep(column: Column, n: int, extra: Bundle, results: Results, notes: list
         column.down()
 
 
-def bench_size(n: int, columns: list[Column], bundles: list[Bundle], reps: int,
-               results: Results, notes: list[str], log: Callable[[str], None]) -> dict[str, str]:
-    """Every column at N bundles; returns why each failed column failed."""
+def bench_size(n: int, columns: list[Column], bundles: list[Bundle], cfg: Config,
+               agents: tuple[str, ...], results: Results, notes: list[str],
+               log: Callable[[str], None]) -> dict[str, str]:
+    """Every column at N bundles, then the start-up of `agents` with them; returns why each
+    failed column failed."""
+    reps = cfg.reps
     broken: dict[str, str] = {}
 
     def attempt(column: Column, what: str, step: Callable[[], None]) -> None:
@@ -87,6 +92,11 @@ def bench_size(n: int, columns: list[Column], bundles: list[Bundle], reps: int,
             for column in columns:
                 attempt(column, f"rep {rep + 1}/{reps}",
                         functools.partial(one_rep, column, n, bundles[-1], results, notes))
+        if agents:
+            alive = [c for c in columns if c.name not in broken]
+            for name, why in bench_startup(n, alive, bundles[:n], agents, reps, not cfg.quick,
+                                           cfg.timeout, results, notes, log).items():
+                broken[f"{name} start-up"] = why
     finally:
         for column in columns:
             column.stop()
@@ -104,9 +114,12 @@ def bench(cfg: Config, base: Path, log: Callable[[str], None], results: Results,
     for n in cfg.sizes:
         columns = [kind(base / f"n{n}-{kind.slug}", trust, cfg.timeout)
                    for kind in COLUMN_TYPES if kind.slug in cfg.columns]
-        for name, reason in bench_size(n, columns, bundles, cfg.reps, results, notes,
+        agents = cfg.agents if n == max(cfg.sizes) else ()
+        for name, reason in bench_size(n, columns, bundles, cfg, agents, results, notes,
                                        log).items():
             failures.append(f"N={n} {name}: {reason}")
+            if name.endswith(" start-up"):
+                continue  # its start-up cells were marked by bench_startup
             for key, _label, _unit in MEASURES:
                 cell = results.setdefault((n, key, name), Cell())
                 cell.note = cell.note if cell.values else "failed"

@@ -31,7 +31,7 @@ def check_file(
 ) -> _check.AcxReport:
     """The cartridge's report; with `deep`, every ROM file inflated and hashed as well, from
     the file the shallow check read (one descriptor pins it for both, as for a mount)."""
-    pin = PinnedFile(path)
+    pin = PinnedFile(path, keep=deep)  # a deep check reads on through the check's connection
     try:
         with pinned(pin):
             result = _check.report_of(_check.check_cartridge(path, trust, limits, now))

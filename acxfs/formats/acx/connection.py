@@ -13,12 +13,15 @@ current name before it opens it (a file renamed over is then `NAME (deleted)`, w
 user may create), so every connection is compared, by device and inode, with the pinned file
 right after it opened, and one that opened anything else is closed unused.  A `ConnectionPool`
 made from a pin keeps one connection on the checked file open for as long as it serves (its
-anchor): reads go on from the checked inode after a rename over it or a new file written at
-its path, and any further connection that cannot be opened on that inode waits for the
-anchor instead.  Whatever a serving connection runs is bounded: a statement longer than
-`STEP_SECONDS` is interrupted (a progress handler), a value is at most `SERVE_LENGTH` bytes
-and a schema statement at most `SERVE_SQL_LENGTH` (SQLite does not interrupt straight-line
-expressions, so their size is what bounds them); the failure is the read's, never a hang.
+anchor: the check's own connection when the pin kept it, `PinnedFile.keep`, so a served file
+is opened and its schema parsed once): reads go on from the checked inode after a rename
+over it or a new file written at its path, and any further connection that cannot be opened
+on that inode waits for the anchor instead; the checked inode written in place (another size
+or mtime) is a changed file (`changed_in_place`), whatever pages the anchor cached.  Whatever
+a serving connection runs is bounded: a statement longer than `STEP_SECONDS` is interrupted
+(a progress handler), a value is at most `SERVE_LENGTH` bytes and a schema statement at most
+`SERVE_SQL_LENGTH` (SQLite does not interrupt straight-line expressions, so their size is what
+bounds them); the failure is the read's, never a hang.
 
 Descriptors: each served cartridge keeps exactly one (its anchor; 200 bundles are 200
 descriptors, far under the default limit of 1024), and the connections opened beyond the
@@ -50,6 +53,7 @@ STEP_SECONDS = 5.0  # one serving statement, at most
 SERVE_LENGTH = 1024 * 1024  # largest value a serving statement may build (rows read: 64 KiB)
 SERVE_SQL_LENGTH = 256 * 1024  # longest schema statement a serving connection parses
 ANCHOR_CACHE_KIB = 64
+CACHED_STATEMENTS = 4  # prepared statements a connection keeps: a serving one runs few
 _PROGRESS_STEPS = 1000
 
 
@@ -67,21 +71,34 @@ def _readable(path: str) -> Iterator[None]:
 
 
 class PinnedFile:
-    """One open descriptor on a cartridge, and the (device, inode) of the file it reads."""
+    """One open descriptor on a cartridge, and the (device, inode) of the file it reads.
 
-    def __init__(self, path: str) -> None:
+    With `keep`, the check's connection on the pinned file is not closed when the check is
+    done (`release`) but kept here for the pool that will serve the file
+    (`ConnectionPool.serving`), which then opens no second one; `close` closes it if no pool
+    took it."""
+
+    def __init__(self, path: str, *, keep: bool = False) -> None:
         self.path = path
+        self.keep = keep
+        self.kept: sqlite3.Connection | None = None
+        self._opened: sqlite3.Connection | None = None  # the last connection on this pin
         with _readable(path), open_input(path) as handle:
             self.fd = os.dup(handle.fileno())
         os.set_inheritable(self.fd, False)
         st = os.fstat(self.fd)
         self.identity = (st.st_dev, st.st_ino)
+        self.stamp = (st.st_size, st.st_mtime_ns)  # what a write in place would change
 
     @property
     def uri(self) -> str:
         return f"file:/proc/self/fd/{self.fd}?mode=ro&immutable=1"
 
     def close(self) -> None:
+        if self.kept is not None:
+            self.kept.close()
+            self.kept = None
+        self._opened = None
         if self.fd >= 0:
             os.close(self.fd)
             self.fd = -1
@@ -129,12 +146,17 @@ def _same_file(conn: sqlite3.Connection, identity: tuple[int, int]) -> None:
         raise _FileChanged("the file changed since it was checked")
 
 
+def _serving_limits(conn: sqlite3.Connection) -> None:
+    conn.setlimit(sqlite3.SQLITE_LIMIT_LENGTH, SERVE_LENGTH)
+    conn.setlimit(sqlite3.SQLITE_LIMIT_SQL_LENGTH, SERVE_SQL_LENGTH)
+
+
 def _connect(uri: str, identity: tuple[int, int] | None, *, serving: bool) -> sqlite3.Connection:
-    conn = sqlite3.connect(uri, uri=True, check_same_thread=False, isolation_level=None)
+    conn = sqlite3.connect(uri, uri=True, check_same_thread=False, isolation_level=None,
+                           cached_statements=CACHED_STATEMENTS)
     try:
         if serving:
-            conn.setlimit(sqlite3.SQLITE_LIMIT_LENGTH, SERVE_LENGTH)
-            conn.setlimit(sqlite3.SQLITE_LIMIT_SQL_LENGTH, SERVE_SQL_LENGTH)
+            _serving_limits(conn)
         if identity is not None:
             _same_file(conn, identity)
         _harden(conn)
@@ -149,9 +171,20 @@ def connect_readonly(path: str) -> sqlite3.Connection:
     Inside `pinned()` for `path`, on the pinned file (sqlite3.Error if it cannot be)."""
     pin = _pin_for(path)
     if pin is not None:
-        return _connect(pin.uri, pin.identity, serving=False)
+        pin._opened = _connect(pin.uri, pin.identity, serving=False)
+        return pin._opened
     uri = "file:" + urllib.parse.quote(os.path.abspath(path)) + "?mode=ro&immutable=1"
     return _connect(uri, None, serving=False)
+
+
+def release(conn: sqlite3.Connection) -> None:
+    """Done with a connection of `connect_readonly`: closed, unless it is the one on a pinned
+    file that keeps it for serving (`PinnedFile.keep`, the first such connection only)."""
+    pin = _PINNED.get()
+    if pin is not None and pin.keep and pin.kept is None and conn is pin._opened:
+        pin.kept = conn
+        return
+    conn.close()
 
 
 def read_head(path: str, size: int) -> bytes:
@@ -201,8 +234,10 @@ class ConnectionPool:
 
     def __init__(self, path: str) -> None:
         self._path = path
-        self._uri = "file:" + urllib.parse.quote(os.path.abspath(path)) + "?mode=ro&immutable=1"
+        self._absolute = os.path.abspath(path)
+        self._uri = "file:" + urllib.parse.quote(self._absolute) + "?mode=ro&immutable=1"
         self._identity: tuple[int, int] | None = None
+        self._stamp: tuple[int, int] | None = None  # the pinned file's (size, mtime) at its check
         self._anchor: _Bounded | None = None  # None again once closed
         self._anchor_of_pool: _Bounded | None = None
         self._anchor_lock = threading.Lock()
@@ -216,13 +251,35 @@ class ConnectionPool:
         """A pool on the pinned file; the pin's descriptor is no longer needed afterwards."""
         pool = cls(pin.path)
         pool._identity = pin.identity
+        pool._stamp = pin.stamp
+        conn, pin.kept = pin.kept, None
         try:
-            conn = _connect(pin.uri, pin.identity, serving=True)
+            if conn is None:
+                conn = _connect(pin.uri, pin.identity, serving=True)
+            else:  # the check's own, on the same pinned file: bounded from now on
+                _serving_limits(conn)
+            conn.execute(f"PRAGMA cache_size=-{ANCHOR_CACHE_KIB}")
+            conn.execute("PRAGMA shrink_memory")  # the check's pages: only what serving reads
         except sqlite3.Error as exc:
+            if conn is not None:
+                conn.close()
             raise EnvironmentProblem(f"cannot open {pin.path} ({exc})") from exc
-        conn.execute(f"PRAGMA cache_size=-{ANCHOR_CACHE_KIB}")
         pool._anchor = pool._anchor_of_pool = _Bounded(conn)
         return pool
+
+    def changed_in_place(self) -> bool:
+        """Whether the checked file was written in place since its check: its path still names
+        that inode, with another size or mtime (a path that names another file, or none, is
+        no change of the checked one: the anchor reads that).  A served file's pages may come
+        from the serving connection's cache, which would hide such a write from its reads."""
+        if self._stamp is None:
+            return False
+        try:
+            st = os.stat(self._absolute)
+        except OSError:
+            return False
+        return (st.st_dev, st.st_ino) == self._identity and \
+            (st.st_size, st.st_mtime_ns) != self._stamp
 
     def take(self) -> sqlite3.Connection:
         """A connection on the checked file; hand it back with `give` (in a `finally`)."""

@@ -29,7 +29,7 @@ from typing import Any, NamedTuple
 
 from acxfs.container import SEGMENT_RE
 from acxfs.errors import AcxfsError, IncompatibleError, LimitError, MalformedError
-from acxfs.formats.acx.connection import connect_readonly, read_head
+from acxfs.formats.acx.connection import connect_readonly, read_head, release
 from acxfs.formats.acx.schema import APPLICATION_ID, SQLITE_MAGIC, TABLE_COLUMNS
 from acxfs.limits import DEFAULT_LIMITS, Limits
 from acxfs.signing.jcs import canonical_bytes
@@ -133,7 +133,7 @@ def read_cartridge(path: str, limits: Limits = DEFAULT_LIMITS) -> CartridgeRows:
     except (OverflowError, MemoryError, RecursionError, UnicodeDecodeError) as exc:
         raise MalformedError(f"corrupt database ({type(exc).__name__})") from exc
     finally:
-        conn.close()
+        release(conn)
 
 
 def _read(conn: sqlite3.Connection, path: str, limits: Limits) -> CartridgeRows:

@@ -11,6 +11,7 @@ connections are bounded in number, time and size (`acxfs.formats.acx.connection`
 
 from __future__ import annotations
 
+import contextlib
 import sqlite3
 from collections.abc import Iterator
 
@@ -31,6 +32,8 @@ from acxfs.limits import DEFAULT_LIMITS, Limits
 from acxfs.trust.policy import TrustContext
 
 SMALL_ROW_BYTES = 64 * 1024
+ROW_SQL = "SELECT data FROM sqlar NOT INDEXED WHERE rowid = ?"
+EDGE_ROWIDS = (-(2**63), 2**63 - 1)  # below and above every row: seeks that find none
 
 
 class CartridgeSource(StoredSource):
@@ -63,7 +66,10 @@ class CartridgeSource(StoredSource):
 
 def stored_chunks(pool: ConnectionPool, entry: Entry, step: int) -> Iterator[bytes]:
     """The row's stored bytes, for `acxfs.content.cache` only; a row that no longer reads as
-    checked is a TamperError."""
+    checked, or a file written in place since its check, is a TamperError."""
+    if pool.changed_in_place():
+        raise TamperError(f"{entry.path} cannot be read as it was checked: the file was "
+                          "written since", entry.path)
     try:
         if entry.stored_size <= SMALL_ROW_BYTES:  # one query beats a BLOB handle
             conn = pool.take()
@@ -80,6 +86,18 @@ def stored_chunks(pool: ConnectionPool, entry: Entry, step: int) -> Iterator[byt
             f"{entry.path} cannot be read as it was checked ({exc}); the file changed",
             entry.path,
         ) from exc
+
+
+def read_row_index(pool: ConnectionPool) -> None:
+    """Read, on the serving connection, what every file's first read passes through: the schema,
+    the row's statement, and the `sqlar` b-tree's pages from its root down to its first and last
+    leaf (two seeks for rowids no row has, so no BLOB is read, let alone inflated).  They stay in
+    that connection's page cache (an immutable file is never re-read for a change), so a first
+    read needs only its own pages, whatever the page cache dropped meanwhile; a small bundle's
+    rows all live in its one leaf.  A failure is left to the read that meets it."""
+    with contextlib.suppress(sqlite3.Error), pool.connection() as conn:
+        for rowid in EDGE_ROWIDS:
+            conn.execute(ROW_SQL, (rowid,)).fetchone()
 
 
 def small_rows(pool: ConnectionPool, max_stored: int) -> Iterator[tuple[int, bytes]]:
@@ -99,7 +117,7 @@ def small_rows(pool: ConnectionPool, max_stored: int) -> Iterator[tuple[int, byt
 
 def _small_blob(conn: sqlite3.Connection, rowid: int, stored_len: int) -> bytes:
     """The whole stored BLOB of one small sqlar row, in one query."""
-    row = conn.execute("SELECT data FROM sqlar NOT INDEXED WHERE rowid = ?", (rowid,)).fetchone()
+    row = conn.execute(ROW_SQL, (rowid,)).fetchone()
     data = None if row is None else row[0]
     if stored_len == 0 and data is None:
         return b""
@@ -131,7 +149,7 @@ def open_source(
     """A source for the cartridge `path` if its verdict meets `min_trust`; UntrustedError
     otherwise.  The check reads the file through one descriptor, and the source serves the
     file that descriptor opened."""
-    pin = PinnedFile(path)
+    pin = PinnedFile(path, keep=True)  # the check's connection goes on serving
     try:
         with pinned(pin):
             report = check_cartridge(path, trust, limits)
@@ -140,5 +158,6 @@ def open_source(
         pool = ConnectionPool.serving(pin)
     finally:
         pin.close()
+    read_row_index(pool)
     source = CartridgeSource(report.verified, cache, pool, with_save=with_save, limits=limits)
     return source, report_of(report)
