@@ -1,4 +1,4 @@
-"""A bundle is checked and served through one SQLite connection, and that connection serves
+"""A cartridge is checked and served through one SQLite connection, and that connection serves
 within every bound a serving connection has.
 
 The check's connection on the pinned file is the one the source then serves from (no second
