@@ -151,12 +151,7 @@ class Library:
                 self._serve([c.revision for c in checked], state)
                 journal.fault_point("add:served")
             except BaseException:
-                for c in checked:
-                    if c.new_file:
-                        os.unlink(self.paths.store / c.revision.file)
-                if loading:  # the daemon drops what it loaded for this refused change
-                    with contextlib.suppress(AcxfsError):
-                        self._sync()
+                self.abandon(checked, loading)
                 raise
             outcome = journal.carry_out(self.paths, plan.intent("add"),
                                         self._sync)
@@ -264,6 +259,17 @@ class Library:
                 os.unlink(self.paths.store / rev.file)
             raise
         return result
+
+    def abandon(self, checked: list[Checked], loaded: bool) -> None:
+        """Take back a change refused before its intent was written: the store copies it
+        brought go, and the daemon (when it `loaded` them) drops what it loaded for it."""
+        for c in checked:
+            if c.new_file:
+                with contextlib.suppress(FileNotFoundError):
+                    os.unlink(self.paths.store / c.revision.file)
+        if loaded:
+            with contextlib.suppress(AcxfsError):
+                self._sync()
 
     def _serve(self, revisions: list[Revision], state: LibraryState) -> None:
         """Have the daemon (started when needed) check and serve each revision."""

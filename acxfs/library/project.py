@@ -9,7 +9,6 @@ are its own: the user library's floors neither apply to them nor rise with them.
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import os
 import stat
@@ -199,13 +198,7 @@ class Projects:
                 lib._serve([c.revision for c in checked], state)
                 journal.fault_point("project-add:served")
             except BaseException:
-                for c in checked:
-                    if c.new_file:
-                        with contextlib.suppress(FileNotFoundError):
-                            os.unlink(lib.paths.store / c.revision.file)
-                if loading:
-                    with contextlib.suppress(AcxfsError):
-                        lib._sync()
+                lib.abandon(checked, loading)
                 raise
             self._carry_out(pp, "project-add")
         for c in checked:
@@ -345,13 +338,7 @@ class Projects:
                     lib._serve([w.revision for w in wanted.values()], state)
                 journal.fault_point("sync:served")
             except BaseException:
-                for c in checked:
-                    if c.new_file:
-                        with contextlib.suppress(FileNotFoundError):
-                            os.unlink(lib.paths.store / c.revision.file)
-                if loading:
-                    with contextlib.suppress(AcxfsError):
-                        lib._sync()
+                lib.abandon(checked, loading)
                 raise
             self._carry_out(pp, "sync")
         self._report_links(pp)
