@@ -16,6 +16,23 @@ from acxfs.library.state import LibraryState, Revision
 from acxfs.text import printable
 
 
+def _revision_fields(identity: str, rev: Revision) -> dict[str, object]:
+    """What `list --json` says of any installed revision, in its scope's entry."""
+    return {"identity": identity, "version": rev.version, "format": rev.format,
+            "digest": rev.digest, "manifest": rev.manifest, "keyid": rev.keyid,
+            "publisher": rev.publisher}
+
+
+def _not_served(rev: Revision, status: dict[str, object] | None, served: dict[str, str],
+                refused: dict[str, str]) -> str | None:
+    """Why the daemon does not serve `rev` now (None: it does)."""
+    if status is None:
+        return "the library daemon is not running (acxfs up)"
+    if rev.prefix not in served:
+        return refused.get(rev.prefix, "not loaded")
+    return None
+
+
 def describe_library(library: Library) -> dict[str, object]:
     """The library as one JSON document (after finishing an unfinished change)."""
     with journal.locked(library.paths):
@@ -28,17 +45,10 @@ def describe_library(library: Library) -> dict[str, object]:
     bundles: list[dict[str, object]] = []
     for identity, item in sorted(state.installed.items()):
         rev = item.current
-        why = None
-        if item.withdrawn is not None:
-            why = f"{item.withdrawn}; links removed"
-        elif status is None:
-            why = "the library daemon is not running (acxfs up)"
-        elif rev.prefix not in served:
-            why = refused.get(rev.prefix, "not loaded")
+        why = (f"{item.withdrawn}; links removed" if item.withdrawn is not None
+               else _not_served(rev, status, served, refused))
         bundles.append({
-            "identity": identity, "version": rev.version, "format": rev.format,
-            "digest": rev.digest, "manifest": rev.manifest, "keyid": rev.keyid,
-            "publisher": rev.publisher, "installedAt": rev.installed_at,
+            **_revision_fields(identity, rev), "installedAt": rev.installed_at,
             "skills": sorted(rev.skills), "path": str(library.paths.mnt / rev.prefix),
             "served": why is None, "why": why,
             "source": rev.source, "coordinate": rev.coordinate,
@@ -72,15 +82,9 @@ def _projects(library: Library, state: LibraryState, status: dict[str, object] |
         bundles: list[dict[str, object]] = []
         for identity, b in sorted(project.bundles.items()):
             rev = b.revision
-            why = None
-            if status is None:
-                why = "the library daemon is not running (acxfs up)"
-            elif rev.prefix not in served:
-                why = refused.get(rev.prefix, "not loaded")
+            why = _not_served(rev, status, served, refused)
             bundles.append({
-                "identity": identity, "version": rev.version, "format": rev.format,
-                "digest": rev.digest, "manifest": rev.manifest, "keyid": rev.keyid,
-                "publisher": rev.publisher, "skills": sorted(rev.skills),
+                **_revision_fields(identity, rev), "skills": sorted(rev.skills),
                 "agents": sorted(b.agents), "path": str(library.paths.mnt / rev.prefix),
                 "served": why is None, "why": why,
                 "links": [{"path": str(link.path), "target": link.target,
