@@ -16,6 +16,7 @@ PACKAGE = Path(__file__).resolve().parent.parent / "acxfs"
 
 
 def module_names() -> dict[str, Path]:
+    """Every module of acxfs by its dotted name (a package by its own name) -> its file."""
     found: dict[str, Path] = {}
     for path in sorted(PACKAGE.rglob("*.py")):
         parts = list(path.relative_to(PACKAGE.parent).with_suffix("").parts)

@@ -5,6 +5,8 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
+from scripts.import_graph import module_names
+
 PACKAGE = Path(__file__).resolve().parent.parent / "acxfs"
 
 # Imported where used: `fuse` (fusepy) loads libfuse2 as it is imported and raises without
@@ -13,17 +15,7 @@ PACKAGE = Path(__file__).resolve().parent.parent / "acxfs"
 LOCAL_IMPORTS_ALLOWED = {"fuse", "mfusepy"}
 
 
-def _modules() -> dict[str, Path]:
-    found: dict[str, Path] = {}
-    for path in sorted(PACKAGE.rglob("*.py")):
-        parts = list(path.relative_to(PACKAGE.parent).with_suffix("").parts)
-        if parts[-1] == "__init__":
-            parts.pop()
-        found[".".join(parts)] = path
-    return found
-
-
-MODULES = _modules()
+MODULES = module_names()  # dotted name -> file, as the graph script names them
 Packages = dict[str, bool]  # module name -> whether it is a package
 
 
