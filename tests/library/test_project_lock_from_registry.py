@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.support import registry as reg
+from tests.support import acx_registry as reg
 from tests.support.projects import PUBLISHER, init_repo, machines, one_line_error, pack
 from tests.support.projects import tree_through_links as tree
 from tests.support.servers import Scripted, files_route

@@ -13,7 +13,7 @@ import pytest
 
 from scripts.mounting import acxfs
 from tests.sources.test_acx_registry_install import NAME, description, refused
-from tests.support import registry as reg
+from tests.support import acx_registry as reg
 from tests.support.library import agent_dirs, data_dir, listing, ok
 
 pytestmark = [pytest.mark.fuse, pytest.mark.slow, pytest.mark.usefixtures("library_stops")]

@@ -15,7 +15,7 @@ import pytest
 
 from scripts.mounting import acxfs, acxfs_command
 from tests.sources.test_acx_registry_install import NAME, refused
-from tests.support import registry as reg
+from tests.support import acx_registry as reg
 from tests.support.library import agent_dirs, ok
 from tests.support.servers import Scripted, files_route
 

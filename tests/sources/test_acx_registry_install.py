@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from scripts.mounting import acxfs
-from tests.support import registry as reg
+from tests.support import acx_registry as reg
 from tests.support.library import agent_dirs, data_dir, home, listing, ok
 from tests.support.servers import Reply, Scripted, files_route, make_ca, static_server
 
