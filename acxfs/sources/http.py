@@ -1,12 +1,14 @@
 """Reading from a source by HTTP(S): one request, answered or refused, never followed further.
 
-Invariant: every request goes through `Http.fetch`, which (1) refuses before any connection a
-plain `http://` URL whose host is not loopback and any request at all when offline, (2)
+Invariant: every request goes through `Http.request`, which (1) refuses before any connection
+a plain `http://` URL whose host is not loopback and any request at all when offline, (2)
 verifies TLS against the system CAs (`SSL_CERT_FILE` honoured) with no proxy, (3) follows no
-redirect, (4) gives up after `timeout` seconds without progress, per connect and per read,
-and (5) hands each chunk of the body to its caller only while the body stays within its
-bound: at most `limit` bytes, or exactly `size` bytes.  Nothing here decides what a body
-means; later clients (an index, a repository, an OCI registry) parse what it returns.
+redirect unless its caller allows some (an OCI blob: three at most, each to https:// or
+loopback, never carrying `Authorization` to another host), (4) gives up after `timeout`
+seconds without progress, per connect and per read, and (5) hands each chunk of the body to
+its caller only while the body stays within its bound: at most `limit` bytes, or exactly
+`size` bytes.  Nothing here decides what a body means; the clients of an index, a repository
+or an OCI registry parse what it returns.
 """
 
 from __future__ import annotations
@@ -53,10 +55,17 @@ class _NoRedirects(urllib.request.HTTPRedirectHandler):
 
 @dataclass(frozen=True)
 class Answer:
-    """A response acxfs read whole: its status and (bounded) body."""
+    """A response acxfs read whole: its status, headers and (bounded) body, and the URL that
+    answered (another than the one asked only after a followed redirect)."""
 
     status: int
     body: bytes
+    headers: Message = field(default_factory=Message)
+    url: str = ""
+
+    def header(self, name: str) -> str | None:
+        value = self.headers.get(name)
+        return None if value is None else str(value)
 
 
 @dataclass
@@ -84,37 +93,74 @@ class Http:
         """GET `url`.  With `size`: the body must be exactly `size` bytes, each chunk given to
         `sink`; else the body (at most `limit` bytes) is returned.  A status other than 200
         is refused unless `errors_ok` (then its body, bounded by `limit`, is returned)."""
+        answer = self.request("GET", url, limit=limit, size=size, sink=sink, what=what)
+        if answer.status != 200 and not errors_ok:
+            raise NetworkError(f"{url}: HTTP {answer.status}")
+        return answer
+
+    def request(self, method: str, url: str, *, headers: Mapping[str, str] | None = None,
+                data: bytes | IO[bytes] | None = None, limit: int | None = None,
+                size: int | None = None, sink: Callable[[bytes], None] | None = None,
+                what: str | None = None, follow: int = 0) -> Answer:
+        """One request and its answer, whatever its status.  A 2xx body is bounded as for
+        `fetch` (another status's by `limit`, else 1 MiB); a 3xx is refused unless `follow`
+        allows it: then up to `follow` redirects are taken, each to https:// (or loopback),
+        without `Authorization` when the host changes."""
+        sent = dict(headers or {})
+        for hop in range(follow + 1):
+            answer = self._once(method, url, sent, data, limit, size, sink, what)
+            if not 300 <= answer.status < 400:
+                return answer
+            target = urllib.parse.urljoin(url, answer.header("Location") or "")
+            if hop == follow:
+                break
+            if urllib.parse.urlsplit(target).scheme != "https":
+                try:
+                    check_url(target)
+                except NetworkError:
+                    raise NetworkError(f"{url}: redirected to {target}, not HTTPS") from None
+            if urllib.parse.urlsplit(target).netloc != urllib.parse.urlsplit(url).netloc:
+                sent = {k: v for k, v in sent.items() if k.lower() != "authorization"}
+            url = target
+        if follow:
+            raise NetworkError(f"{url}: more than {follow} redirects")
+        raise NetworkError(f"{url}: redirected to {target}; acxfs follows no redirects")
+
+    def _once(self, method: str, url: str, headers: Mapping[str, str],
+              data: bytes | IO[bytes] | None, limit: int | None, size: int | None,
+              sink: Callable[[bytes], None] | None, what: str | None) -> Answer:
         check_url(url)
         self.refuse_offline(what or url, url)
-        request = urllib.request.Request(url, headers={"Accept-Encoding": "identity",
-                                                       "User-Agent": "acxfs", **self.headers})
+        request = urllib.request.Request(
+            url, data=data, method=method,
+            headers={"Accept-Encoding": "identity", "User-Agent": "acxfs", **self.headers,
+                     **headers})
         try:
             response = self._opener().open(request, timeout=self.timeout)
         except urllib.error.HTTPError as exc:
-            if 300 <= exc.code < 400:
-                target = exc.headers.get("Location", "?")
-                raise NetworkError(f"{url}: redirected to "
-                                   f"{urllib.parse.urljoin(url, target)}; acxfs follows no "
-                                   "redirects") from None
-            if not errors_ok:
-                raise NetworkError(f"{url}: HTTP {exc.code} {exc.reason}") from None
             try:
-                body = self._read(exc, url, limit or MIB, None, None)
+                body = b"" if 300 <= exc.code < 400 or method == "HEAD" else \
+                    self._read(exc, url, MIB if limit is None else min(limit, MIB), None, None)
             finally:
                 exc.close()
-            return Answer(exc.code, body)
+            return Answer(exc.code, body, exc.headers, url)
         except urllib.error.URLError as exc:
             raise self._failure(url, exc.reason) from None
         except (OSError, ValueError) as exc:
             raise self._failure(url, exc) from None
         with response:
-            return Answer(response.status, self._read(response, url, limit, size, sink))
+            if method == "HEAD":
+                return Answer(response.status, b"", response.headers, url)
+            if limit is None and size is None:
+                limit = MIB
+            return Answer(response.status, self._read(response, url, limit, size, sink),
+                          response.headers, url)
 
     def _failure(self, url: str, reason: object) -> NetworkError:
         if isinstance(reason, TimeoutError):
             return NetworkError(f"{url}: no answer in {self.timeout:g} s")
         if isinstance(reason, ssl.SSLCertVerificationError):
-            return NetworkError(f"{url}: TLS certificate not trusted "
+            return NetworkError(f"{url}: certificate verify failed "
                                 f"({reason.verify_message}); acxfs checks it against the "
                                 "system CAs or SSL_CERT_FILE")
         if isinstance(reason, ssl.SSLError):
@@ -149,15 +195,14 @@ class Http:
         except OSError as exc:
             raise self._failure(url, exc) from None
         if size is not None and got != size:
-            raise SourceError(f"{url}: {got} bytes, short of the {size} bytes its source "
-                              "names")
+            raise SourceError(f"{url}: {got} bytes, not {size}")
         return b"".join(parts)
 
     @staticmethod
     def _too_long(url: str, bound: int, size: int | None) -> SourceError:
         if size is not None:
-            return SourceError(f"{url}: longer than the {size} bytes its source names")
-        return SourceError(f"{url}: larger than {mib(bound)}")
+            return SourceError(f"{url}: over {size} bytes, not {size}")
+        return SourceError(f"{url}: over {mib(bound)}")
 
 
 def _length(response: IO[bytes]) -> int | None:

@@ -114,7 +114,7 @@ class AcxRegistry:
         except OSError as exc:
             raise EnvironmentProblem(f"{path}: {exc.strerror or exc}") from None
         if len(body) > limit:
-            raise SourceError(f"{path}: larger than {mib(limit)}")
+            raise SourceError(f"{path}: over {mib(limit)}")
         return body
 
 
@@ -130,13 +130,12 @@ def fetch_release(release: Release, http: Http, sink: Callable[[bytes], None]) -
             while chunk := f.read(min(CHUNK, release.size + 1 - got)):
                 got += len(chunk)
                 if got > release.size:
-                    raise SourceError(f"{release.local}: longer than the {release.size} "
-                                      "bytes its source names")
+                    raise SourceError(f"{release.local}: over {release.size} bytes, not "
+                                      f"{release.size}")
                 sink(chunk)
     except FileNotFoundError:
         raise SourceError(f"{release.local}: not found (the index names it)") from None
     except OSError as exc:
         raise EnvironmentProblem(f"{release.local}: {exc.strerror or exc}") from None
     if got != release.size:
-        raise SourceError(f"{release.local}: {got} bytes, short of the {release.size} bytes "
-                          "its source names")
+        raise SourceError(f"{release.local}: {got} bytes, not {release.size}")
