@@ -176,6 +176,18 @@ class Report:
 
 
 @dataclass(frozen=True)
+class SignedFacts:
+    """What a bundle's signature covers besides its identity, for labels outside it (an OCI
+    manifest's annotations) and the envelope the check verified; None: not signed."""
+
+    created: str | None = None
+    description: str | None = None
+    license: str | None = None
+    spec_version: str | None = None
+    envelope: bytes | None = None  # the signature's DSSE envelope, exactly as checked
+
+
+@dataclass(frozen=True)
 class Identity:
     """The signed facts that name a bundle: publisher (None for an .azp package), artifact id
     and version, each a safe path segment; `release` is the digest of the signed manifest

@@ -15,7 +15,7 @@ import datetime as dt
 from pathlib import Path
 
 from acxfs import verdict as v
-from acxfs.container import Identity, Report, Source
+from acxfs.container import Identity, Report, SignedFacts, Source
 from acxfs.content.cache import VerifiedCache
 from acxfs.errors import EnvironmentProblem, IdentityError
 from acxfs.formats import acx, azp
@@ -27,8 +27,8 @@ from acxfs.trust.policy import TrustContext, valid_publisher
 from acxfs.trust.store import pin_key
 
 __all__ = [
-    "FORMATS", "Format", "check", "describe", "detect", "identity", "open_source", "pin_from",
-    "render", "signer_key", "skills",
+    "FORMATS", "Format", "check", "describe", "detect", "facts", "identity", "open_source",
+    "pin_from", "render", "signer_key", "skills",
 ]
 
 FORMATS: tuple[Format, ...] = (acx.FORMAT, azp.FORMAT)
@@ -86,6 +86,13 @@ def identity(report: Report) -> Identity:
     if report.checked is None or report.verdict.is_integrity_failure:
         raise IdentityError(f"no signed identity: {report.verdict.line}")
     return _of(report).identity(report)
+
+
+def facts(report: Report) -> SignedFacts:
+    """The signed facts besides the identity, from a verified container only."""
+    if report.checked is None or report.verdict.is_integrity_failure:
+        raise IdentityError(f"no signed facts: {report.verdict.line}")
+    return _of(report).facts(report)
 
 
 def skills(report: Report) -> dict[str, str]:

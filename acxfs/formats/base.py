@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from acxfs import verdict as v
-from acxfs.container import Entry, Identity, Report, Source, Tree, VerifiedBlob
+from acxfs.container import Entry, Identity, Report, SignedFacts, Source, Tree, VerifiedBlob
 from acxfs.content.cache import VerifiedCache
 from acxfs.limits import Limits
 from acxfs.signing.keys import PublicKey
@@ -71,6 +71,10 @@ class Format(Protocol):
         """The signed identity (IdentityError unless verified)."""
         ...
 
+    def facts(self, report: Report) -> SignedFacts:
+        """The signed facts besides the identity; IdentityError unless verified."""
+        ...
+
     def skills(self, report: Report) -> dict[str, str]:
         """Skill name -> its directory in the verified tree."""
         ...
@@ -101,6 +105,7 @@ class FormatRow:
     signer_key: Callable[[Report, str], PublicKey]
     identity: Callable[[Report], Identity]
     skills: Callable[[Report], dict[str, str]]
+    facts: Callable[[Report], SignedFacts]
 
 
 class StoredSource(abc.ABC):

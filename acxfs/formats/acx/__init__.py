@@ -50,4 +50,5 @@ def check_file(
 FORMAT: Format = FormatRow(
     name="acx", matches=matches, check=check_file, open=open_source, describe=describe,
     render=render, signer_key=signer_key, identity=_check.identity, skills=_check.skills,
+    facts=_check.facts,
 )

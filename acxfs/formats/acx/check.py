@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from operator import itemgetter
 
 from acxfs import verdict as v
-from acxfs.container import SEGMENT_RE, Entry, Identity, Report, Tree, build_tree
+from acxfs.container import SEGMENT_RE, Entry, Identity, Report, SignedFacts, Tree, build_tree
 from acxfs.errors import (
     EnvelopeFormatError,
     IdentityError,
@@ -440,3 +440,18 @@ def skills(report: Report) -> dict[str, str]:
         raise IdentityError("the cartridge did not pass its check: it has no verified skills")
     return skill_dirs(cartridge.skills, SKILLS_ROOT)
 
+
+
+def facts(report: Report) -> SignedFacts:
+    """The signed cartridge facts an OCI manifest is labelled with, and the envelope."""
+    cartridge = report.cartridge if isinstance(report, AcxReport) else None
+    if cartridge is None or cartridge.statement is None or cartridge.rows.signature is None:
+        raise IdentityError("the cartridge has no verified signature: it has no signed facts")
+    meta = cartridge.rows.meta
+
+    def signed(key: str) -> str | None:
+        return meta.get(key) if key in cartridge.signed_meta else None
+
+    return SignedFacts(signed("acx.created_at"), signed("acx.description"),
+                       signed("acx.license"), signed("acx.spec_version"),
+                       cartridge.rows.signature.envelope.encode("utf-8"))

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from typing import BinaryIO
 
 from acxfs import verdict as v
-from acxfs.container import SEGMENT_RE, Identity, Report, Tree
+from acxfs.container import SEGMENT_RE, Identity, Report, SignedFacts, Tree
 from acxfs.errors import EnvironmentProblem, IdentityError, Refused
 from acxfs.formats.azp.manifest import (
     MANIFEST,
@@ -198,3 +198,17 @@ def skills(report: Report) -> dict[str, str]:
     if package is None:
         raise IdentityError("the package did not pass its check: it has no verified skills")
     return skill_dirs(package.tree.skills(SKILLS_ROOT), SKILLS_ROOT)
+
+
+def facts(report: Report) -> SignedFacts:
+    """The signed manifest's facts an OCI manifest is labelled with (no envelope: the
+    package carries its signature inside)."""
+    package = report.package if isinstance(report, AzpReport) else None
+    if package is None or package.signer is None:
+        raise IdentityError("the package has no verified signature: it has no signed facts")
+
+    def text(key: str) -> str | None:
+        value = package.manifest.get(key)
+        return value if isinstance(value, str) and value else None
+
+    return SignedFacts(text("created"), text("description"), text("license"), text("azphalt"))

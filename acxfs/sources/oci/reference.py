@@ -1,0 +1,117 @@
+"""`oci://HOST[:PORT]/REPO[:TAG|@sha256:DIGEST]`: an OCI reference and where it is asked.
+
+Invariant: a reference is accepted only in the distribution spec's form (REPO by its
+path-component pattern, TAG by its tag pattern, a digest as `sha256:` and 64 lowercase hex
+digits); `oci+http://` (plain HTTP) only for a loopback host, refused before any connection.
+Its `key` (`oci://HOST/REPO`) is what acxfs records, remembers and what policy compares.
+`docker.io` is asked as `registry-1.docker.io` (one-segment repositories under `library/`)
+and its credentials are found under `https://index.docker.io/v1/`, as docker does.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, replace
+
+from acxfs.errors import EnvironmentProblem, NetworkError
+from acxfs.sources.http import LOOPBACK
+
+SCHEMES = ("oci://", "oci+http://")
+SHAPE = "oci://HOST[:PORT]/REPO[:TAG|@sha256:DIGEST]"
+_COMPONENT = r"[a-z0-9]+(?:(?:\.|_|__|-+)[a-z0-9]+)*"
+REPO_RE = re.compile(rf"{_COMPONENT}(?:/{_COMPONENT})*")
+TAG_RE = re.compile(r"[A-Za-z0-9_][A-Za-z0-9._-]{0,127}")
+DIGEST_RE = re.compile(r"sha256:[0-9a-f]{64}")
+_HOST_RE = re.compile(r"(?:[A-Za-z0-9](?:[A-Za-z0-9-]*[A-Za-z0-9])?"
+                      r"(?:\.[A-Za-z0-9](?:[A-Za-z0-9-]*[A-Za-z0-9])?)*|\[[0-9A-Fa-f:.]+\])"
+                      r"(?::[0-9]{1,5})?")
+DOCKER_HUB = "docker.io"
+DOCKER_HUB_API = "registry-1.docker.io"
+DOCKER_HUB_AUTH = "https://index.docker.io/v1/"
+
+
+def is_oci(text: str) -> bool:
+    return text.startswith(SCHEMES)
+
+
+@dataclass(frozen=True)
+class OciRef:
+    """One repository of one registry, and optionally a tag or a manifest digest in it."""
+
+    plain: bool  # oci+http:// (loopback only)
+    host: str  # HOST[:PORT] as the user wrote it, lowercased
+    repo: str
+    tag: str | None = None
+    digest: str | None = None
+
+    @property
+    def key(self) -> str:
+        """The repository: what acxfs records and policy compares."""
+        return f"{'oci+http' if self.plain else 'oci'}://{self.host}/{self.repo}"
+
+    @property
+    def text(self) -> str:
+        if self.digest is not None:
+            return f"{self.key}@{self.digest}"
+        return self.key if self.tag is None else f"{self.key}:{self.tag}"
+
+    @property
+    def hostname(self) -> str:
+        """The host without its port (an IPv6 address without brackets)."""
+        name = self.host.rsplit(":", 1)[0] if not self.host.endswith("]") else self.host
+        return name.strip("[]")
+
+    @property
+    def api(self) -> str:
+        """The base of the registry's API: `https://HOST/v2/` (plain http on loopback)."""
+        host = DOCKER_HUB_API if self.host == DOCKER_HUB else self.host
+        return f"{'http' if self.plain else 'https'}://{host}/v2/"
+
+    @property
+    def credential_host(self) -> str:
+        """The name docker's config.json files its credentials under."""
+        return DOCKER_HUB_AUTH if self.host == DOCKER_HUB else self.host
+
+    def at_tag(self, tag: str | None) -> OciRef:
+        return replace(self, tag=tag, digest=None)
+
+    def at_digest(self, digest: str) -> OciRef:
+        return replace(self, tag=None, digest=digest)
+
+
+def version_tag(version: str) -> str:
+    """The tag a signed version is published under (`+` is not a tag character: `_`)."""
+    return version.replace("+", "_")
+
+
+def parse_ref(text: str) -> OciRef:
+    """`text` as an OCI reference (EnvironmentProblem, or NetworkError for plain HTTP to a
+    host that is not loopback)."""
+    scheme = next((s for s in SCHEMES if text.startswith(s)), None)
+    bad = EnvironmentProblem(f"{text}: not an OCI reference ({SHAPE})")
+    if scheme is None:
+        raise bad
+    rest = text[len(scheme):]
+    host, slash, path = rest.partition("/")
+    if not slash or not _HOST_RE.fullmatch(host):
+        raise bad
+    host = host.lower()
+    digest = tag = None
+    if "@" in path:
+        path, _, digest = path.partition("@")
+        if not DIGEST_RE.fullmatch(digest):
+            raise bad
+    else:
+        last = path.rsplit("/", 1)[-1]
+        if ":" in last:
+            path, _, tag = path.rpartition(":")
+            if not TAG_RE.fullmatch(tag):
+                raise bad
+    if host == DOCKER_HUB and "/" not in path:
+        path = f"library/{path}"
+    if not REPO_RE.fullmatch(path) or len(host) + 1 + len(path) > 255:
+        raise bad
+    ref = OciRef(scheme == "oci+http://", host, path, tag, digest)
+    if ref.plain and ref.hostname not in LOOPBACK:
+        raise NetworkError(f"{ref.key}: plain HTTP only for loopback")
+    return ref

@@ -1,0 +1,193 @@
+"""One repository of an OCI registry, spoken to by the distribution spec over `Http`.
+
+Invariant: every call is one request (retried once with a login after a 401) bounded as the
+spec's objects are: a manifest 4 MiB, a tag list 4 MiB a page and 100 pages, a blob exactly
+the size its manifest names.  A manifest asked by digest must hash to it; a blob's bytes are
+handed on unchecked, to a caller that hashes them; what the registry says is never trust.
+Uploads are a monolithic POST-then-PUT (`?digest=`) and the digest the registry returns must
+be the one sent.  Registry errors are one line: `REF: CODE: message`.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import urllib.parse
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import IO
+
+from acxfs.errors import NetworkError, SourceError
+from acxfs.sources.http import Answer, Http
+from acxfs.sources.oci.artifact import INDEX, MANIFEST, MANIFEST_BYTES, digest_of
+from acxfs.sources.oci.login import Login
+from acxfs.sources.oci.reference import OciRef
+
+TAGS_PAGE_BYTES = 4 * 1024 * 1024
+TAGS_PAGES = 100
+BLOB_REDIRECTS = 3
+_NEXT = re.compile(r'<([^>]+)>\s*;\s*rel="?next"?')
+
+
+@dataclass
+class Repository:
+    """One repository, its login kept for this command."""
+
+    ref: OciRef
+    http: Http
+    push: bool = False
+    login: Login = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.login = Login(self.ref, self.http)
+
+    @property
+    def scope(self) -> str:
+        return f"repository:{self.ref.repo}:{'pull,push' if self.push else 'pull'}"
+
+    def url(self, path: str) -> str:
+        return f"{self.ref.api}{self.ref.repo}/{path}"
+
+    def call(self, method: str, url: str, *, headers: Mapping[str, str] | None = None,
+             data: bytes | IO[bytes] | None = None, limit: int | None = None,
+             size: int | None = None, sink: Callable[[bytes], None] | None = None,
+             follow: int = 0, rewind: Callable[[], None] | None = None) -> Answer:
+        """`method url`, answered by a login after a 401 and asked once more."""
+        what = self.ref.text
+        for attempt in (0, 1):
+            sent = {**(headers or {}), **self.login.header(self.scope)}
+            answer = self.http.request(method, url, headers=sent, data=data, limit=limit,
+                                       size=size, sink=sink, what=what, follow=follow)
+            if answer.status != 401 or attempt:
+                if answer.status == 401:
+                    self.login.answer(answer.header("WWW-Authenticate"), self.scope)
+                return answer
+            self.login.answer(answer.header("WWW-Authenticate"), self.scope)
+            if rewind is not None:
+                rewind()
+        raise AssertionError("unreachable")
+
+    def refused(self, answer: Answer, what: str) -> Exception:
+        """The one line for a registry's error answer: 404 is content (exit 1)."""
+        code, message = _error_of(answer.body)
+        text = f"{what}: {code}: {message}" if code else f"{what}: HTTP {answer.status}"
+        return SourceError(text) if answer.status == 404 else NetworkError(text)
+
+    # --- reading -------------------------------------------------------------------------
+
+    def manifest(self, reference: str, accept: str = f"{MANIFEST}, {INDEX}") -> bytes | None:
+        """The manifest `reference` (a tag or a digest) names, None when the registry has
+        none; by digest, only bytes that hash to it."""
+        where = self.ref.text if reference in (self.ref.tag, self.ref.digest) else \
+            (self.ref.at_digest(reference).text if reference.startswith("sha256:")
+             else self.ref.at_tag(reference).text)
+        answer = self.call("GET", self.url(f"manifests/{reference}"),
+                           headers={"Accept": accept}, limit=MANIFEST_BYTES)
+        if answer.status == 404:
+            return None
+        if answer.status != 200:
+            raise self.refused(answer, where)
+        if reference.startswith("sha256:") and digest_of(answer.body) != reference:
+            raise SourceError(f"{where}: the registry sent a manifest whose sha256 is "
+                              f"{digest_of(answer.body)[7:]}")
+        return answer.body
+
+    def require_manifest(self, reference: str) -> bytes:
+        body = self.manifest(reference)
+        if body is None:
+            where = self.ref.at_digest(reference) if reference.startswith("sha256:") else \
+                self.ref.at_tag(reference)
+            raise SourceError(f"{where.text}: MANIFEST_UNKNOWN: manifest unknown")
+        return body
+
+    def tags(self) -> list[str]:
+        """Every tag, page by page (`Link: rel="next"`), at most 100 pages of 4 MiB."""
+        url = self.url("tags/list")
+        found: list[str] = []
+        for _ in range(TAGS_PAGES):
+            answer = self.call("GET", url, limit=TAGS_PAGE_BYTES)
+            if answer.status == 404:
+                return found
+            if answer.status != 200:
+                raise self.refused(answer, self.ref.key)
+            try:
+                doc = json.loads(answer.body.decode("utf-8"))
+                page = doc.get("tags") or []
+            except (UnicodeDecodeError, ValueError, AttributeError):
+                raise SourceError(f"{url}: not a tag list") from None
+            if not isinstance(page, list) or not all(isinstance(t, str) for t in page):
+                raise SourceError(f"{url}: not a tag list")
+            found += page
+            link = _NEXT.search(answer.header("Link") or "")
+            if link is None:
+                return found
+            url = urllib.parse.urljoin(url, link.group(1))
+        raise SourceError(f"{self.ref.key}: more than {TAGS_PAGES} pages of tags")
+
+    def blob(self, digest: str, size: int, sink: Callable[[bytes], None]) -> None:
+        """The blob's bytes, exactly `size` of them, into `sink` (unchecked: hash them)."""
+        answer = self.call("GET", self.url(f"blobs/{digest}"), size=size, sink=sink,
+                           follow=BLOB_REDIRECTS)
+        if answer.status != 200:
+            raise self.refused(answer, f"{self.ref.key}@{digest}")
+
+    def has_blob(self, digest: str) -> bool:
+        answer = self.call("HEAD", self.url(f"blobs/{digest}"), follow=BLOB_REDIRECTS)
+        if answer.status in (200, 204):
+            return True
+        if answer.status == 404:
+            return False
+        raise self.refused(answer, f"{self.ref.key}@{digest}")
+
+    # --- writing -------------------------------------------------------------------------
+
+    def upload(self, digest: str, size: int, open_body: Callable[[], IO[bytes] | bytes]) -> None:
+        """Put a blob: POST an upload, then PUT its bytes with `?digest=`."""
+        answer = self.call("POST", self.url("blobs/uploads/"), data=b"",
+                           headers={"Content-Length": "0"})
+        location = answer.header("Location")
+        if answer.status != 202 or not location:
+            raise self.refused(answer, self.ref.key)
+        target = urllib.parse.urljoin(self.url("blobs/uploads/"), location)
+        target += ("&" if "?" in target else "?") + urllib.parse.urlencode({"digest": digest})
+        body = open_body()
+        try:
+            answer = self.call("PUT", target, data=body,
+                               headers={"Content-Type": "application/octet-stream",
+                                        "Content-Length": str(size)},
+                               rewind=None if isinstance(body, bytes) else
+                               lambda: body.seek(0))  # type: ignore[union-attr]
+        finally:
+            if not isinstance(body, bytes):
+                body.close()
+        if answer.status != 201:
+            raise self.refused(answer, self.ref.key)
+        self._same_digest(answer, digest)
+
+    def put_manifest(self, reference: str, body: bytes, media_type: str = MANIFEST) -> Answer:
+        answer = self.call("PUT", self.url(f"manifests/{reference}"), data=body,
+                           headers={"Content-Type": media_type,
+                                    "Content-Length": str(len(body))})
+        if answer.status != 201:
+            raise self.refused(answer, self.ref.at_tag(reference).text
+                               if not reference.startswith("sha256:") else self.ref.key)
+        self._same_digest(answer, digest_of(body))
+        return answer
+
+    def _same_digest(self, answer: Answer, digest: str) -> None:
+        said = answer.header("Docker-Content-Digest")
+        if said is not None and said != digest:
+            raise SourceError(f"{self.ref.key}: the registry stored {said}, not {digest}")
+
+
+def _error_of(body: bytes) -> tuple[str, str]:
+    """The first `{"errors": [{"code", "message"}]}` of a registry's answer."""
+    try:
+        doc = json.loads(body.decode("utf-8"))
+        first = doc["errors"][0]
+        code, message = first.get("code"), first.get("message")
+    except (UnicodeDecodeError, ValueError, KeyError, IndexError, TypeError, AttributeError):
+        return "", ""
+    if not isinstance(code, str) or not code.isprintable():
+        return "", ""
+    return code, message if isinstance(message, str) and message.isprintable() else ""
