@@ -22,6 +22,7 @@ from acxfs.cli import (
     library_cmds,
     mount_cmds,
     pack_cmds,
+    publish_cmds,
     read_cmds,
     service_cmds,
     trust_cmds,
@@ -42,6 +43,7 @@ def build_parser() -> argparse.ArgumentParser:
     subs.required = True
     read_cmds.add_commands(subs)
     pack_cmds.add_commands(subs)
+    publish_cmds.add_commands(subs)
     trust_cmds.add_commands(subs)
     mount_cmds.add_commands(subs)
     library_cmds.add_commands(subs)

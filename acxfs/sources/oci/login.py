@@ -145,9 +145,9 @@ def _from_entry(entry: dict[str, object], path: Path, host: str) -> Credentials 
         if not colon or not user:
             raise NetworkError(f"{path}: auths[{host!r}].auth is not base64 of USER:PASSWORD")
         return Credentials(user, secret)
-    user, secret = entry.get("username"), entry.get("password")
-    if isinstance(user, str) and isinstance(secret, str) and user:
-        return Credentials(user, secret)
+    name, password = entry.get("username"), entry.get("password")
+    if isinstance(name, str) and isinstance(password, str) and name:
+        return Credentials(name, password)
     return None
 
 
@@ -170,7 +170,7 @@ def _from_helper(name: str, ref: OciRef, timeout: float) -> Credentials | None:
     try:
         doc = json.loads(out)
         user, secret = doc["Username"], doc["Secret"]
-    except (ValueError, KeyError, TypeError):
+    except (ValueError, KeyError, TypeError, IndexError):
         raise NetworkError(f"{program}: its answer is not {{Username, Secret}} JSON") from None
     if not isinstance(user, str) or not isinstance(secret, str):
         raise NetworkError(f"{program}: its answer is not {{Username, Secret}} JSON")

@@ -156,7 +156,7 @@ class Repository:
                                headers={"Content-Type": "application/octet-stream",
                                         "Content-Length": str(size)},
                                rewind=None if isinstance(body, bytes) else
-                               lambda: body.seek(0))  # type: ignore[union-attr]
+                               lambda: _rewind(body))
         finally:
             if not isinstance(body, bytes):
                 body.close()
@@ -178,6 +178,11 @@ class Repository:
         said = answer.header("Docker-Content-Digest")
         if said is not None and said != digest:
             raise SourceError(f"{self.ref.key}: the registry stored {said}, not {digest}")
+
+
+def _rewind(body: IO[bytes] | bytes) -> None:
+    if not isinstance(body, bytes):
+        body.seek(0)
 
 
 def _error_of(body: bytes) -> tuple[str, str]:
