@@ -2,8 +2,8 @@
 # Install what acxfs needs on a fresh Debian-like machine (as root, or with sudo):
 # FUSE (fuse, libfuse2; libfuse3-3 for the optional libfuse3 backend), attr (getfattr),
 # sqlite3, systemd (systemd-analyze verifies the service unit), util-linux (unshare),
-# iproute2 and git (projects: the exclude file, the tests' clones), then acxfs itself with
-# its test tools.
+# iproute2 and git (projects: the exclude file, the tests' clones), docker-registry and
+# apache2-utils (the OCI tests' registry), then acxfs itself with its test tools.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 SUDO=""
@@ -15,6 +15,43 @@ done
 if [ "${#need[@]}" -gt 0 ]; then
   $SUDO apt-get update -qq
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${need[@]}" >/dev/null
+fi
+# The OCI tests (tests/support/registry.py) start the CNCF distribution registry themselves
+# (Debian's docker-registry, `docker-registry serve CONFIG`) and make htpasswd files with
+# apache2-utils. The package's service must never be enabled or started: a systemd preset
+# disables it and a policy-rc.d (ours only when none exists, removed again) refuses every
+# invoke-rc.d start; should it run anyway, it is stopped.
+oci_need=()
+for pkg in docker-registry apache2-utils; do
+  dpkg -s "$pkg" >/dev/null 2>&1 || oci_need+=("$pkg")
+done
+if [ "${#oci_need[@]}" -gt 0 ]; then
+  PRESET=/etc/systemd/system-preset/00-acxfs-docker-registry.preset
+  $SUDO mkdir -p "$(dirname "$PRESET")"
+  echo "disable docker-registry.service" | $SUDO tee "$PRESET" >/dev/null
+  POLICY=/usr/sbin/policy-rc.d
+  OUR_POLICY=0
+  if [ ! -e "$POLICY" ]; then
+    OUR_POLICY=1
+    trap '$SUDO rm -f "$POLICY"' EXIT
+    printf '#!/bin/sh\nexit 101\n' | $SUDO tee "$POLICY" >/dev/null
+    $SUDO chmod 755 "$POLICY"
+  fi
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${oci_need[@]}" >/dev/null
+  if [ "$OUR_POLICY" -eq 1 ]; then
+    $SUDO rm -f "$POLICY"
+    trap - EXIT
+  fi
+fi
+if command -v systemctl >/dev/null 2>&1 && systemctl is-active --quiet docker-registry 2>/dev/null
+then
+  $SUDO systemctl disable --now docker-registry >/dev/null 2>&1 || true
+fi
+# (by the service's own pid file: a test's registry is none of its business)
+if [ -x /etc/init.d/docker-registry ] && $SUDO /etc/init.d/docker-registry status >/dev/null 2>&1
+then
+  $SUDO /etc/init.d/docker-registry stop >/dev/null 2>&1 || true
 fi
 PYTHON="${PYTHON:-python3}"
 "$PYTHON" -m pip install -q --disable-pip-version-check -e ".[test]" 2>&1 \

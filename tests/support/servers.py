@@ -1,6 +1,7 @@
 """Loopback servers for the source tests: `python -m http.server` over a directory, and a
-scripted server (plain or TLS with a CA the test makes) for what a static server cannot do:
-redirects, stalls, bodies that lie about their length, an azphalt Repository API.
+scripted server (plain or TLS with a CA the test makes; GET and HEAD, each request recorded with
+its headers) for what a static server cannot do: redirects, stalls, bodies that lie about their
+length, an azphalt Repository API.
 
 Invariant: every server binds 127.0.0.1 on a port the kernel picks, and stops when its
 context ends; a stall is bounded (it waits for the stop, at most `STALL` seconds).
@@ -51,14 +52,25 @@ class Reply:
 Route = Callable[[str], Reply | None]
 
 
+@dataclass(frozen=True)
+class Seen:
+    """One request a scripted server received: its method, path with query, and headers."""
+
+    method: str
+    path: str
+    headers: dict[str, str]
+
+
 @dataclass
 class Scripted:
-    """A server answering each GET by `route(path_with_query)` (None: 404)."""
+    """A server answering each GET (and HEAD, without the body) by `route(path_with_query)`
+    (None: 404)."""
 
     route: Route
     tls: tuple[Path, Path] | None = None  # cert, key
     stop: threading.Event = field(default_factory=threading.Event)
     seen: list[str] = field(default_factory=list)
+    requests: list[Seen] = field(default_factory=list)
 
     @contextlib.contextmanager
     def running(self) -> Iterator[str]:
@@ -68,8 +80,12 @@ class Scripted:
             def log_message(self, format: str, *args: object) -> None:
                 pass
 
-            def do_GET(self) -> None:
+            def do_HEAD(self) -> None:
+                self.do_GET(body=False)
+
+            def do_GET(self, body: bool = True) -> None:
                 outer.seen.append(self.path)
+                outer.requests.append(Seen(self.command, self.path, dict(self.headers.items())))
                 reply = outer.route(self.path) or Reply(404, b'{"error":{"code":"not_found",'
                                                              b'"message":"no such thing"}}')
                 self.send_response(reply.status)
@@ -83,8 +99,9 @@ class Scripted:
                     self.wfile.flush()
                     outer.stop.wait(STALL)
                     return
-                with contextlib.suppress(OSError):
-                    self.wfile.write(reply.body)
+                if body:
+                    with contextlib.suppress(OSError):
+                        self.wfile.write(reply.body)
 
         server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         server.daemon_threads = True
@@ -114,22 +131,37 @@ def files_route(root: Path) -> Route:
     return route
 
 
-def make_ca(work: Path) -> tuple[Path, Path, Path]:
-    """A test CA and a server certificate for 127.0.0.1 signed by it: (ca, cert, key)."""
+def make_ca(work: Path, extra_sans: tuple[str, ...] = ()) -> tuple[Path, Path, Path]:
+    """A test CA and a server certificate for 127.0.0.1 signed by it: (ca, cert, key).
+
+    `extra_sans` (e.g. "DNS:localhost") join IP:127.0.0.1 in the server certificate; the CA's
+    key stays in `work` (ca.key) for `issue_cert`."""
     work.mkdir(parents=True, exist_ok=True)
     ca, ca_key = work / "ca.pem", work / "ca.key"
-    cert, key, csr, ext = work / "srv.pem", work / "srv.key", work / "srv.csr", work / "ext"
-    ec = ["-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes"]
-
-    def run(*args: object) -> None:
-        subprocess.run(["openssl", *map(str, args)], check=True, capture_output=True)
-
-    run("req", "-x509", *ec, "-keyout", ca_key, "-out", ca, "-days", "2", "-subj",
-        "/CN=acxfs test CA", "-addext", "basicConstraints=critical,CA:TRUE",
-        "-addext", "keyUsage=critical,keyCertSign,cRLSign")
-    run("req", *ec, "-keyout", key, "-out", csr, "-subj", "/CN=127.0.0.1")
-    ext.write_text("subjectAltName=IP:127.0.0.1\nbasicConstraints=CA:FALSE\n"
-                   "extendedKeyUsage=serverAuth\n")
-    run("x509", "-req", "-in", csr, "-CA", ca, "-CAkey", ca_key, "-CAcreateserial",
-        "-out", cert, "-days", "2", "-extfile", ext)
+    _openssl("req", "-x509", *_EC, "-keyout", ca_key, "-out", ca, "-days", "2", "-subj",
+             "/CN=acxfs test CA", "-addext", "basicConstraints=critical,CA:TRUE",
+             "-addext", "keyUsage=critical,keyCertSign,cRLSign")
+    sans = ",".join(("IP:127.0.0.1", *extra_sans))
+    cert, key = issue_cert(work, "srv", "127.0.0.1",
+                           f"subjectAltName={sans}\nbasicConstraints=CA:FALSE\n"
+                           "extendedKeyUsage=serverAuth\n")
     return ca, cert, key
+
+
+_EC = ["-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes"]
+
+
+def _openssl(*args: object) -> None:
+    subprocess.run(["openssl", *map(str, args)], check=True, capture_output=True)
+
+
+def issue_cert(work: Path, stem: str, common_name: str, extensions: str) -> tuple[Path, Path]:
+    """A P-256 key and a certificate for it signed by the CA `make_ca` left in `work`, with
+    the given extension lines: (work/STEM.pem, work/STEM.key)."""
+    cert, key, csr, ext = (work / f"{stem}.pem", work / f"{stem}.key", work / f"{stem}.csr",
+                           work / f"{stem}.ext")
+    _openssl("req", *_EC, "-keyout", key, "-out", csr, "-subj", f"/CN={common_name}")
+    ext.write_text(extensions)
+    _openssl("x509", "-req", "-in", csr, "-CA", work / "ca.pem", "-CAkey", work / "ca.key",
+             "-CAcreateserial", "-out", cert, "-days", "2", "-extfile", ext)
+    return cert, key
