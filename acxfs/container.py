@@ -183,7 +183,8 @@ class SignedFacts:
     created: str | None = None
     description: str | None = None
     license: str | None = None
-    spec_version: str | None = None
+    spec_version: str | None = None  # the ACX spec version a cartridge declares
+    rom_manifest: str | None = None  # a cartridge's signed ROM manifest hash
     envelope: bytes | None = None  # the signature's DSSE envelope, exactly as checked
 
 

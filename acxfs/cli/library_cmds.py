@@ -22,6 +22,7 @@ from acxfs.library.repair import repair
 from acxfs.library.report import describe_library, render_library
 from acxfs.paths import trust_dir
 from acxfs.sources.http import DEFAULT_TIMEOUT
+from acxfs.sources.oci.reference import is_oci, parse_ref
 from acxfs.sources.policy import load_policy
 from acxfs.sources.spec import normalise
 
@@ -47,12 +48,15 @@ def add_commands(subs: SubParsers) -> None:
     p.epilog = (f"{p.epilog}\n"
                 "  acxfs add io.github.me/research --from https://skills.example.com/registry/\n"
                 "  acxfs add io.github.me/research@1.2.0 --from ~/src/acx    # a registry clone\n"
-                "  acxfs add com.example.skills --from azphalt+https://pkgs.example.com/"
+                "  acxfs add com.example.skills --from azphalt+https://pkgs.example.com/\n"
+                "  acxfs add oci://ghcr.io/me/research          # its highest release tag\n"
+                "  acxfs add --project . oci://ghcr.io/me/research:1.2.0\n"
+                "  acxfs add oci://registry.example.com/skills/tools@sha256:<digest>"
                 f"\n\n{help_table()}")
     _project_option(p)
     p.add_argument("bundles", nargs="+", metavar="BUNDLE|NAME",
-                   help="an .acx cartridge or .azp package; with --from: PUBLISHER/ID[@VERSION] "
-                   "or an azphalt package ID[@VERSION]")
+                   help="an .acx cartridge or .azp package, or oci://HOST/REPO[:TAG|@DIGEST]; "
+                   "with --from: PUBLISHER/ID[@VERSION] or an azphalt package ID[@VERSION]")
     p.add_argument("--agent", action="append", choices=agent_names(), metavar="NAME",
                    help="link into this agent's own skill directory only (repeatable; "
                    "default: agents and claude; the table below)")
@@ -126,8 +130,9 @@ def add_commands(subs: SubParsers) -> None:
 def source_options(p: argparse.ArgumentParser) -> None:
     group = p.add_argument_group("sources")
     group.add_argument("--from", dest="source", metavar="SOURCE",
-                       help="a registry directory or clone, https://BASE/ of one, or "
-                       "azphalt+https://BASE/ (plain http:// only for loopback)")
+                       help="a registry directory or clone, https://BASE/ of one, "
+                       "azphalt+https://BASE/, or oci://HOST/REPO (plain http:// and oci+http:// "
+                       "only for loopback)")
     group.add_argument("--timeout", type=float, default=DEFAULT_TIMEOUT, metavar="S",
                        help="seconds without an answer before giving up, per connect and read "
                        "(default: 30)")
@@ -159,15 +164,30 @@ def _library() -> Library:
     return Library(say=print, note=say, policy=load_policy(trust_dir()))
 
 
+def _pulls(library: Library, refs: list[str], args: argparse.Namespace) -> remote.Fetch | None:
+    """OCI references named as bundles: each fetched by its tag or digest (none: the highest
+    release tag)."""
+    if not refs:
+        return None
+    requests: list[tuple[str, str | None, str]] = []
+    for text in refs:
+        ref = parse_ref(text)
+        requests.append(("", ref.digest or ref.tag, text))
+    return remote.Fetch(requests, remote.Sources(_options(args)), library.paths, library.note)
+
+
 def cmd_add(args: argparse.Namespace) -> int:
     library = _library()
     if args.source is None:
-        library.policy.check_files()
+        files = [b for b in args.bundles if not is_oci(b)]
+        pulls = _pulls(library, [b for b in args.bundles if is_oci(b)], args)
+        if files:
+            library.policy.check_files()
         if args.project is not None:
-            return Projects(library).add(args.project, args.bundles, args.agent,
-                                         allow_downgrade=args.allow_downgrade)
-        return library.add(args.bundles, args.agent, allow_downgrade=args.allow_downgrade,
-                           allow_key_change=args.allow_key_change)
+            return Projects(library).add(args.project, files, args.agent,
+                                         allow_downgrade=args.allow_downgrade, remote=pulls)
+        return library.add(files, args.agent, allow_downgrade=args.allow_downgrade,
+                           allow_key_change=args.allow_key_change, remote=pulls)
     if args.project is not None:
         return Projects(library).add(args.project, [], args.agent,
                                      allow_downgrade=args.allow_downgrade,

@@ -14,13 +14,17 @@ import os
 from collections.abc import Callable
 
 from acxfs import sources
-from acxfs.errors import SourceError
+from acxfs.errors import NetworkError, SourceError
 from acxfs.library import lockfile
 from acxfs.library.bundles import Checked, import_staged
 from acxfs.library.lockfile import LockEntry
 from acxfs.library.state import Revision
 from acxfs.paths import LibraryPaths
 from acxfs.sources.http import Http
+from acxfs.sources.oci.artifact import parse_artifact
+from acxfs.sources.oci.reference import is_oci, parse_ref
+from acxfs.sources.oci.repository import Repository
+from acxfs.sources.oci.source import split_coordinate
 from acxfs.sources.policy import Policy
 from acxfs.sources.release import Release
 from acxfs.sources.spec import AZPHALT, parse_source
@@ -34,12 +38,17 @@ def is_registry(source: str) -> bool:
 
 
 def fetch_locked(entry: LockEntry, registries: list[str], paths: LibraryPaths,
-                 trust: TrustContext, http: Http, policy: Policy) -> Checked | None:
+                 trust: TrustContext, http: Http, policy: Policy,
+                 lock_path: str = "acxfs.lock") -> Checked | None:
     """The locked bytes of `entry` from the first source that has them, checked in full; None
     when the entry has no origin or no source offers its file."""
     origin = lockfile.origin_of(entry.source_file)
     if origin is None:
         return None
+    if "oci" in origin:
+        return _from_oci(entry, str(origin["oci"]), str(origin["digest"]),
+                         [s for s in registries if is_oci(s)], paths, trust, http, policy,
+                         lock_path)
     for release, kind in _candidates(entry, origin, registries):
         if release.local is not None and not os.path.isfile(release.local):
             continue
@@ -59,10 +68,38 @@ def fetch_locked(entry: LockEntry, registries: list[str], paths: LibraryPaths,
     return None
 
 
+def _from_oci(entry: LockEntry, origin: str, digest: str, mirrors: list[str],
+              paths: LibraryPaths, trust: TrustContext, http: Http, policy: Policy,
+              lock_path: str) -> Checked:
+    """`REPO@digest` (a --from repository first, then the lock's), never a tag: its manifest
+    must name the lock's sha256 and size as its layer before the layer is fetched."""
+    ref = parse_ref(mirrors[0] if mirrors else origin)
+    policy.check_source(ref.key)
+    repo = Repository(ref.at_tag(None), http)
+    where = ref.at_digest(digest).text
+    if http.offline:
+        raise NetworkError(f"{where} needs a download from {ref.host}; offline")
+    artifact = parse_artifact(repo.require_manifest(digest), where)
+    if artifact.layer != f"sha256:{entry.sha256}" or artifact.size != entry.bytes:
+        raise SourceError(f"{lock_path}: {entry.identity}: sha256 differs (lock "
+                          f"{entry.sha256}, {where} holds {artifact.layer[7:]})")
+
+    def same_bytes(sha256: str) -> None:
+        if sha256 != entry.sha256:
+            raise SourceError(f"{where}: the layer's sha256 is {sha256}, not the manifest's "
+                              f"{entry.sha256}")
+
+    return import_staged(lambda write: repo.blob(artifact.layer, entry.bytes, write), paths,
+                         trust, same_bytes)
+
+
 def origin_for(rev: Revision) -> str:
     """What a project records as the source of a revision fetched from a source."""
     key = rev.source or ""
     coordinate = rev.coordinate or ""
+    if is_oci(key):
+        tag, manifest = split_coordinate(coordinate)
+        return lockfile.origin_text({"oci": key, "digest": manifest, "tag": tag})
     if not key.startswith(AZPHALT) and not coordinate.startswith("cartridges/"):
         return coordinate  # a file of a folder of bundles: recorded as a file
     if key.startswith(AZPHALT):
@@ -78,7 +115,7 @@ def _candidates(entry: LockEntry, origin: lockfile.Origin,
     label = f"{entry.identity} {entry.version}"
     if "path" in origin:
         path = str(origin["path"])
-        bases = [s for s in registries if not s.startswith(AZPHALT)]
+        bases = [s for s in registries if not s.startswith(AZPHALT) and not is_oci(s)]
         if origin["registry"] is not None:
             bases.append(str(origin["registry"]))
         for base in bases:

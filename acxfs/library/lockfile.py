@@ -29,6 +29,8 @@ from acxfs.safe import strict_json
 from acxfs.safe.dirs import current_umask
 from acxfs.skills import valid_name
 from acxfs.sources.http import check_url
+from acxfs.sources.oci.reference import DIGEST_RE, TAG_RE, oci_key, version_tag
+from acxfs.sources.oci.source import tag_version
 from acxfs.trust.policy import valid_publisher
 
 NAME = "acxfs.lock"
@@ -80,6 +82,8 @@ class LockEntry:
             return self.source_file
         if "path" in origin:
             return "cartridge.acx"
+        if "oci" in origin:
+            return f"{self.identity.rsplit('/', 1)[-1]}-{self.version}.{self.format}"
         return f"{origin['id']}-{origin['version']}.azp"
 
 
@@ -263,16 +267,20 @@ def _entry(item: object, at: str, where: Path) -> LockEntry:
                      size, values["manifest"], values["keyid"], publisher, skills, agents, file)
 
 
-_SHAPES = ('{"file": NAME}, {"registry": BASE|null, "path": PATH} or '
-           '{"azphalt": BASE, "id": ID, "version": V}')
+_SHAPES = ('{"file": NAME}, {"registry": BASE|null, "path": PATH}, '
+           '{"azphalt": BASE, "id": ID, "version": V} or '
+           '{"oci": "oci://HOST/REPO", "digest": "sha256:<hex>", "tag": TAG|null}')
 
 
 def _source(source: object, identity: str, version: str, at: str, where: Path) -> str:
     """The recorded source of an entry: a bare file name, or the origin it was fetched from
     (its path exactly the entry's coordinate, its id and version the entry's)."""
     if not isinstance(source, dict) or set(source) not in (
-            {"file"}, {"registry", "path"}, {"azphalt", "id", "version"}):
+            {"file"}, {"registry", "path"}, {"azphalt", "id", "version"},
+            {"oci", "digest", "tag"}):
         raise _problem(where, f"{at}.source", f"not {_SHAPES}")
+    if "oci" in source:
+        return _oci_source(source, version, at, where)
     if "file" in source:
         file = source["file"]
         if not isinstance(file, str) or not bare_file_name(file):
@@ -290,6 +298,20 @@ def _source(source: object, identity: str, version: str, at: str, where: Path) -
     elif (source["id"], source["version"]) != (identity, version):
         raise _problem(where, f"{at}.source", "id and version are not the entry's")
     return origin_text({k: v if v is None else str(v) for k, v in source.items()})
+
+
+def _oci_source(source: dict[str, object], version: str, at: str, where: Path) -> str:
+    repo, digest, tag = source["oci"], source["digest"], source["tag"]
+    if not isinstance(repo, str) or not oci_key(repo):
+        raise _problem(where, f"{at}.source.oci", "not oci://HOST/REPO (no tag, no digest; "
+                       "oci+http:// only for loopback)")
+    if not isinstance(digest, str) or not DIGEST_RE.fullmatch(digest):
+        raise _problem(where, f"{at}.source.digest", "not sha256:<64 lowercase hex digits>")
+    if tag is not None and not (isinstance(tag, str) and TAG_RE.fullmatch(tag)):
+        raise _problem(where, f"{at}.source.tag", "not an OCI tag (or null)")
+    if isinstance(tag, str) and tag_version(tag) is not None and tag != version_tag(version):
+        raise _problem(where, f"{at}.source.tag", f"a version tag that is not {version}")
+    return origin_text({"oci": repo, "digest": digest, "tag": tag})
 
 
 def _base_url(base: object) -> bool:

@@ -358,7 +358,7 @@ class Projects:
             found, named = _search(entry, [s for s in sources if not is_registry(s)])
             fetched = None if found is not None else fetch_locked(
                 entry, [s for s in sources if is_registry(s)], paths, trust,
-                Http(offline=offline), self.library.policy)
+                Http(offline=offline), self.library.policy, str(lockfile.path_of(root)))
             if fetched is not None:
                 return fetched
             if found is None:

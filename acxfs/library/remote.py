@@ -17,11 +17,13 @@ from dataclasses import dataclass, field
 
 from acxfs import sources
 from acxfs.errors import NetworkError, RefusedError, SourceError, UntrustedError
-from acxfs.library.bundles import Checked, import_staged, untrusted
+from acxfs.formats import FORMATS
+from acxfs.library.bundles import Checked, check_stored, import_staged, untrusted
 from acxfs.library.state import LibraryState, now_text
 from acxfs.paths import LibraryPaths
 from acxfs.sources.http import DEFAULT_TIMEOUT, Http
 from acxfs.sources.memory import SourceMemory
+from acxfs.sources.oci.source import OciSource
 from acxfs.sources.policy import Policy
 from acxfs.sources.release import Release, refuse_pulled
 from acxfs.trust.policy import TrustContext
@@ -67,7 +69,7 @@ class Sources:
         if spec.kind == "folder":
             self.options.policy.check_files()
         if spec.key not in self.clients:
-            if spec.remote and self.options.offline:
+            if spec.remote and self.options.offline and spec.kind != "oci":
                 raise NetworkError(f"{asking} needs a download from {spec.key}; offline")
             assert self.state is not None
             known = self.state.sources.get(spec.key)
@@ -105,6 +107,12 @@ class Fetch:
             asking = name if version is None else f"{name} {version}"
             client = self.reader.client(source, asking)
             release = client.release(name, version)
+            if isinstance(client, OciSource):
+                checked = self._import_oci(client, release, trust)
+                rev = checked.revision
+                self.fetched.setdefault(client.spec.key, set()).add(rev.identity)
+                yield f"{rev.identity} {rev.version}", checked
+                continue
             refuse_pulled(release, self.reader.options.allow_withdrawn)
             if client.spec.kind == "registry":  # the coordinate's publisher, before download
                 self.reader.options.policy.check_publisher(release.name.split("/", 1)[0])
@@ -132,6 +140,38 @@ class Fetch:
         elif life.status == "superseded":
             self.note(f"acxfs: note: {release.label} is superseded by {life.successor} "
                       f"({release.source}): {life.reason}")
+
+    def _import_oci(self, client: OciSource, release: Release,
+                    trust: TrustContext) -> Checked:
+        """The layer from the store when it holds its sha256, else downloaded into the
+        store's copy (its sha256 checked first); then the signed facts against the request
+        and the repository's memory."""
+        where = client.where(release)
+        stored = next((name for name in (f"{release.digest[7:]}.{f.name}" for f in FORMATS)
+                       if os.path.lexists(self.paths.store / name)), None)
+        try:
+            if stored is not None:
+                result = check_stored(stored, self.paths, trust)
+            elif release.url is None:
+                raise NetworkError(f"{where} needs a download from {client.ref.host}; offline")
+            else:
+                result = import_staged(lambda write: client.fill(release, write), self.paths,
+                                       trust, lambda sha256: client.first_check(release, sha256))
+        except UntrustedError as exc:
+            raise untrusted(where, exc, file=False) from exc
+        rev = result.revision
+        try:
+            note = client.confirm(release, rev.identity, rev.version, rev.manifest,
+                                  f"sha256:{rev.digest}")
+        except SourceError:
+            if result.new_file:
+                os.unlink(self.paths.store / rev.file)
+            raise
+        if note is not None:
+            self.note(note)
+        revision = dataclasses.replace(rev, source=client.spec.key,
+                                       coordinate=release.coordinate, lifecycle=None)
+        return Checked(revision, result.report, result.new_file)
 
     def _import(self, client: sources.Client, release: Release,
                 trust: TrustContext) -> Checked:

@@ -13,6 +13,8 @@ from pathlib import Path
 from acxfs.library import agent_links, journal, lockfile
 from acxfs.library.manager import Library
 from acxfs.library.state import LibraryState, Revision
+from acxfs.sources.oci.reference import is_oci
+from acxfs.sources.oci.source import reference_of
 from acxfs.text import printable
 
 
@@ -52,6 +54,8 @@ def describe_library(library: Library) -> dict[str, object]:
             "skills": sorted(rev.skills), "path": str(library.paths.mnt / rev.prefix),
             "served": why is None, "why": why,
             "source": rev.source, "coordinate": rev.coordinate,
+            "reference": reference_of(rev.source, rev.coordinate or "")
+            if rev.source and is_oci(rev.source) else None,
             "lifecycle": lifecycle_of(state, rev),
             "previous": None if item.previous is None else {
                 "version": item.previous.version, "digest": item.previous.digest,
@@ -129,7 +133,8 @@ def render_library(doc: dict[str, object]) -> str:
         lines.append(f"  skills: {', '.join(b['skills'])}")
         if b["source"]:
             life = f" ({b['lifecycle']})" if b["lifecycle"] else ""
-            lines.append(f"  from: {b['source']} {b['coordinate']}{life}")
+            where = b["reference"] or f"{b['source']} {b['coordinate']}"
+            lines.append(f"  from: {where}{life}")
         if b["previous"]:
             lines.append(f"  previous: {b['previous']['version']} (acxfs revert {b['identity']})")
         for link in b["links"]:

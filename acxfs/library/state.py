@@ -30,7 +30,8 @@ from acxfs.safe import own_files
 from acxfs.safe.own_files import Field, boolean, integer, list_of, map_of, optional, text
 from acxfs.skills import valid_name
 from acxfs.sources.acx_index import instant
-from acxfs.sources.memory import SourceMemory
+from acxfs.sources.memory import Published, SourceMemory
+from acxfs.sources.oci.reference import DIGEST_RE, TAG_RE, is_oci, oci_key
 from acxfs.sources.release import PULLED, Lifecycle
 
 SCHEMA = "acxfs.library/1"
@@ -239,10 +240,21 @@ def _installed_check(item: Installed) -> tuple[str, str] | None:
 
 
 def _source_key(value: str) -> str | None:
-    """A normalised source: an absolute directory, or a URL with one trailing /."""
+    """A normalised source: an absolute directory, a URL with one trailing /, or an OCI
+    repository (oci://HOST/REPO)."""
+    if is_oci(value):
+        return None if oci_key(value) else "not an OCI repository (oci://HOST/REPO)"
     if _absolute(value) is None or ("://" in value and value.endswith("/")):
         return None
     return "not a source (an absolute directory or a URL ending in /)"
+
+
+def _oci_digest(value: str) -> str | None:
+    return None if DIGEST_RE.fullmatch(value) else "not sha256:<64 lowercase hex digits>"
+
+
+def _tag(value: str) -> str | None:
+    return None if TAG_RE.fullmatch(value) else "not an OCI tag"
 
 
 def _instant(value: str) -> str | None:
@@ -271,6 +283,11 @@ def _source_memory_table() -> own_files.Table[SourceMemory]:
         "reason": Field(optional(text())),
         "successor": Field(optional(text())),
     })
+    published = own_files.Table(Published, {
+        "manifest": Field(text(_oci_digest)),
+        "layer": Field(text(_oci_digest)),
+        "signed": Field(text(_oci_digest)),
+    })
     when = Field(optional(text(_instant)), default=None)
     return own_files.Table(SourceMemory, {
         "generatedAt": Field(when.kind, attr="generated_at", default=None),
@@ -280,6 +297,8 @@ def _source_memory_table() -> own_files.Table[SourceMemory]:
         "revokedAt": Field(when.kind, attr="revoked_at", default=None),
         "coordinates": Field(map_of(_coordinate, text()), default={}),
         "pulled": Field(map_of(_coordinate, lifecycle), default={}),
+        "identity": Field(optional(text(_identity)), default=None),
+        "published": Field(map_of(_tag, published), default={}),
     })
 
 

@@ -1,6 +1,10 @@
 """`acxfs update [IDENTITY...] [--from SOURCE]` and `update --check`: each identity installed
 from a source, brought to its source's newest release; revisions the source pulled unlinked.
 
+An identity installed from an OCI repository follows the tag it came from: a version tag, to
+the highest release tag above it; another tag (`latest`), to the manifest that tag names
+now; a digest never moves.
+
 Invariant: what an update would do is worked out first, from the sources read once, and
 `--check` stops there, changing nothing (exit 1 when `update` would change something).  An
 installed revision its source withdrew, yanked or revoked stops being served (its links
@@ -18,7 +22,8 @@ from acxfs.library import journal
 from acxfs.library.manager import Library
 from acxfs.library.plan import Plan
 from acxfs.library.remote import Fetch, Options, Sources
-from acxfs.library.state import LibraryState
+from acxfs.library.state import LibraryState, Revision
+from acxfs.sources.oci.source import OciSource, follow_of, split_coordinate
 from acxfs.text import printable
 
 
@@ -50,6 +55,11 @@ def survey(library: Library, names: list[str], source: str | None, options: Opti
                 raise RefusedError(f"{identity} was installed from a file, not a source; "
                                    "name one with --from SOURCE, or: acxfs update FILE")
             client = reader.client(where, identity)
+            if isinstance(client, OciSource):
+                moved = _oci_moved(client, rev, where == rev.source)
+                if moved is not None:
+                    work.updates.append((identity, rev.version, moved, client.spec.key))
+                continue
             newest = client.release(identity, None)
             if semver.parse(newest.version) > semver.parse(rev.version) and not (
                     newest.lifecycle and newest.lifecycle.pulled):
@@ -66,6 +76,24 @@ def survey(library: Library, names: list[str], source: str | None, options: Opti
                 else:
                     work.pulled[identity] = why
     return work
+
+
+def _oci_moved(client: OciSource, rev: Revision, same_repository: bool) -> str | None:
+    """What an OCI-installed revision updates to (None: nothing): the highest release tag
+    above it, or the manifest the tag it came from (`latest`) names now; a digest never
+    moves."""
+    selector = follow_of(rev.coordinate or "") if same_repository else None
+    if selector is not None and selector.startswith("sha256:"):
+        return None
+    newest = client.release(rev.identity, selector)
+    _, now = split_coordinate(newest.coordinate)
+    _, had = split_coordinate(rev.coordinate or "")
+    if now == had:
+        return None
+    if newest.version:
+        return newest.version if semver.parse(newest.version) > semver.parse(rev.version) \
+            else None
+    return selector
 
 
 def update(library: Library, names: list[str], source: str | None, options: Options,

@@ -1,8 +1,9 @@
 """Where bundles come from besides a file the user names: ACX registries (a directory or
-HTTPS) and azphalt repositories.
+HTTPS), azphalt repositories and OCI registries.
 
-Invariant: this package only reads sources and says what they offer (`Release`s, unsigned);
-it installs nothing and imports nothing of `acxfs.library`.  Every byte it hands on is bounded,
+Invariant: this package reads sources and says what they offer (`Release`s, unsigned), and
+`oci.push` publishes a verified bundle; it installs nothing and imports nothing of
+`acxfs.library`.  Every byte it hands on is bounded,
 and every claim it hands on is checked by the library against the bundle's signed facts.
 """
 
@@ -14,6 +15,7 @@ from typing import Protocol
 from acxfs.sources import azphalt, folder, registry
 from acxfs.sources.http import Http
 from acxfs.sources.memory import SourceMemory
+from acxfs.sources.oci.source import OciSource
 from acxfs.sources.policy import Policy
 from acxfs.sources.release import Lifecycle, Release
 from acxfs.sources.spec import SourceSpec, parse_source
@@ -41,6 +43,8 @@ def client_for(spec: SourceSpec, http: Http, memory: SourceMemory,
         return azphalt.AzphaltRepository(spec, http, memory)
     if spec.kind == "folder":
         return folder.Folder(spec, http, memory)
+    if spec.kind == "oci":
+        return OciSource(spec, http, memory)
     return registry.AcxRegistry(spec, http, memory, policy or Policy())
 
 

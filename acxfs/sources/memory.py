@@ -3,8 +3,9 @@ what it said: the newest index and ledger accepted, coordinates' digests, pulled
 
 Invariant: memory only grows (newer times, more coordinates, more pulled releases) and is
 saved only with a library change acxfs makes; an older index or ledger is refused unless
-the user accepts it, a coordinate's digest never changes, and a withdrawal, yank or
-revocation that a source later drops stays in force.  A first contact, a lost state and a
+the user accepts it, a coordinate's digest never changes, a withdrawal, yank or revocation
+that a source later drops stays in force, and an OCI repository keeps the identity it first
+carried and, per version tag, the release it was published as.  A first contact, a lost state and a
 frozen source (an old index replayed forever) are not detected: nothing here is signed.
 """
 
@@ -17,6 +18,15 @@ from acxfs.sources.acx_index import instant
 from acxfs.sources.release import Lifecycle
 
 
+@dataclass(frozen=True)
+class Published:
+    """One version tag of an OCI repository as acxfs accepted it."""
+
+    manifest: str  # the OCI manifest's sha256:<hex>
+    layer: str  # the bundle file's sha256:<hex>
+    signed: str  # the signed manifest's sha256:<hex> (what the signature covers)
+
+
 @dataclass
 class SourceMemory:
     generated_at: str | None = None  # the newest index generatedAt accepted
@@ -26,6 +36,8 @@ class SourceMemory:
     revoked_at: str | None = None  # the newest revokedAt of a repository's feed
     coordinates: dict[str, str] = field(default_factory=dict)  # "NAME VERSION" -> digest
     pulled: dict[str, Lifecycle] = field(default_factory=dict)  # "NAME VERSION" -> lifecycle
+    identity: str | None = None  # what an OCI repository carries
+    published: dict[str, Published] = field(default_factory=dict)  # OCI: version tag ->
 
     def to_doc(self) -> dict[str, object]:
         return {
@@ -34,6 +46,9 @@ class SourceMemory:
             "revokedAt": self.revoked_at, "coordinates": dict(sorted(self.coordinates.items())),
             "pulled": {k: {"status": v.status, "date": v.date, "reason": v.reason,
                            "successor": v.successor} for k, v in sorted(self.pulled.items())},
+            "identity": self.identity,
+            "published": {k: {"manifest": v.manifest, "layer": v.layer, "signed": v.signed}
+                          for k, v in sorted(self.published.items())},
         }
 
     @classmethod
@@ -46,11 +61,16 @@ class SourceMemory:
         pulled = doc.get("pulled", {})
         if not isinstance(coordinates, dict) or not isinstance(pulled, dict):
             raise ValueError("a source's coordinates or pulled releases are not objects")
+        published = doc.get("published", {})
+        if not isinstance(published, dict):
+            raise ValueError("a source's published releases are not an object")
         return cls(
             texts["generatedAt"], texts["generatedSeen"], texts["updatedAt"],
             texts["updatedSeen"], texts["revokedAt"],
             {str(k): _text(v, "coordinate digest") for k, v in coordinates.items()},
             {str(k): _lifecycle(v) for k, v in pulled.items()},
+            _text_or_none(doc.get("identity"), "identity"),
+            {str(k): _published(v) for k, v in published.items()},
         )
 
     # --- the checks ----------------------------------------------------------------------
@@ -106,3 +126,10 @@ def _lifecycle(doc: object) -> Lifecycle:
     return Lifecycle(status, _text_or_none(doc.get("date"), "date"),
                      _text_or_none(doc.get("reason"), "reason"),
                      _text_or_none(doc.get("successor"), "successor"))
+
+
+def _published(doc: object) -> Published:
+    if not isinstance(doc, dict):
+        raise ValueError("a published release is not an object")
+    return Published(_text(doc.get("manifest"), "manifest"), _text(doc.get("layer"), "layer"),
+                     _text(doc.get("signed"), "signed"))

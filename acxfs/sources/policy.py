@@ -17,6 +17,7 @@ from pathlib import Path
 from acxfs.errors import PolicyRefusal, TrustConfigError
 from acxfs.safe import strict_json
 from acxfs.safe.inputs import open_input
+from acxfs.sources.oci.reference import is_oci
 from acxfs.sources.spec import normalise
 from acxfs.trust.store import check_guarded, check_guarded_path
 
@@ -62,8 +63,13 @@ class Policy:
         return bool(self.rules) and all(r.withdrawn == "warn" for r in self.rules)
 
     def check_source(self, key: str) -> None:
+        """`key` must be one of each rule's sources; an OCI repository may also lie below
+        one (`oci://HOST/PATH` covers whole segments: `oci://h/team` covers `oci://h/team/x`,
+        not `oci://h/teamx`)."""
         for r in self.rules:
-            if r.sources is not None and key not in r.sources:
+            if r.sources is not None and key not in r.sources and not (
+                    is_oci(key) and any(key.startswith(s + "/") for s in r.sources
+                                        if is_oci(s))):
                 raise PolicyRefusal(f"{r.path}: source {key} is not allowed")
 
     def check_publisher(self, publisher: str | None) -> None:

@@ -2,10 +2,11 @@
 
 Invariant: a source is an ACX registry (a directory holding `index.json`, or a registry
 clone holding `registry/index.json`; or `https://BASE/`, plain `http://` only for loopback),
-an azphalt repository (`azphalt+https://BASE/`), or else a directory of bundle files.  Its
-`key` is what acxfs records and what policy compares: a URL with one trailing `/`, a
-directory's real path.  Nothing here reads the network; a URL that may never be asked is
-refused before anything else happens.
+an azphalt repository (`azphalt+https://BASE/`), an OCI repository (`oci://HOST/REPO`, its
+tag or digest kept in `ref`), or else a directory of bundle files.  Its `key` is what acxfs
+records and what policy compares: a URL with one trailing `/`, an OCI repository without tag
+or digest, a directory's real path.  Nothing here reads the network; a URL that may never be
+asked is refused before anything else happens.
 """
 
 from __future__ import annotations
@@ -16,16 +17,18 @@ from typing import Literal
 
 from acxfs.errors import EnvironmentProblem
 from acxfs.sources.http import check_url
+from acxfs.sources.oci.reference import OciRef, is_oci, parse_ref
 
 AZPHALT = "azphalt+"
 
 
 @dataclass(frozen=True)
 class SourceSpec:
-    kind: Literal["registry", "azphalt", "folder"]
+    kind: Literal["registry", "azphalt", "folder", "oci"]
     key: str  # the normalised source: what acxfs records and policy compares
-    base_url: str | None  # ACX or azphalt over HTTP(S): BASE with a trailing /
+    base_url: str | None  # ACX or azphalt over HTTP(S): BASE with a trailing /; OCI: its API
     base_dir: str | None  # ACX in a directory: the directory that holds index.json
+    ref: OciRef | None = None  # OCI: the reference as named (tag or digest, if any)
 
     @property
     def remote(self) -> bool:
@@ -40,6 +43,9 @@ class SourceSpec:
 
 
 def parse_source(text: str) -> SourceSpec:
+    if is_oci(text):
+        ref = parse_ref(text)
+        return SourceSpec("oci", ref.key, ref.api, None, ref)
     if text.startswith(AZPHALT):
         url = _base(text[len(AZPHALT):])
         return SourceSpec("azphalt", AZPHALT + url, url, None)
@@ -57,7 +63,10 @@ def parse_source(text: str) -> SourceSpec:
 
 
 def normalise(text: str) -> str:
-    """The key of a source named in a policy (no file system or network is asked of a URL)."""
+    """The key of a source named in a policy (no file system or network is asked of a URL);
+    an OCI prefix (`oci://HOST/PATH`) without a trailing /."""
+    if is_oci(text):
+        return text.rstrip("/")
     if text.startswith(AZPHALT) or "://" in text:
         return text if text.endswith("/") else text + "/"
     return os.path.realpath(text)

@@ -454,4 +454,5 @@ def facts(report: Report) -> SignedFacts:
 
     return SignedFacts(signed("acx.created_at"), signed("acx.description"),
                        signed("acx.license"), signed("acx.spec_version"),
+                       "sha256:" + cartridge.statement.subject_digest,
                        cartridge.rows.signature.envelope.encode("utf-8"))

@@ -211,4 +211,4 @@ def facts(report: Report) -> SignedFacts:
         value = package.manifest.get(key)
         return value if isinstance(value, str) and value else None
 
-    return SignedFacts(text("created"), text("description"), text("license"), text("azphalt"))
+    return SignedFacts(text("created"), text("description"), text("license"))

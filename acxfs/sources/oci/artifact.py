@@ -57,8 +57,8 @@ class Labels:
     description: str | None = None
     license: str | None = None
     publisher: str | None = None
-    rom_manifest: str | None = None  # ACX: the signed ROM manifest hash
-    spec_version: str | None = None
+    rom_manifest: str | None = None  # a cartridge's signed ROM manifest hash
+    spec_version: str | None = None  # the ACX spec version a cartridge declares
 
 
 def _present(pairs: Iterable[tuple[str, str | None]]) -> dict[str, str]:
@@ -70,8 +70,8 @@ def bundle_manifest(fmt: str, layer_digest: str, size: int, labels: Labels) -> b
     artifact_type, layer_type = TYPES[fmt]
     layer_notes = _present([
         ("org.opencontainers.image.title", f"{labels.artifact}-{labels.version}.{fmt}"),
-        ("vnd.acx.rom-manifest-hash", labels.rom_manifest if fmt == "acx" else None),
-        ("vnd.acx.spec-version", labels.spec_version if fmt == "acx" else None)])
+        ("vnd.acx.rom-manifest-hash", labels.rom_manifest),
+        ("vnd.acx.spec-version", labels.spec_version)])
     image = "org.opencontainers.image."
     skill = "org.agent.skill."
     notes = _present([

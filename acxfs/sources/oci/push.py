@@ -74,8 +74,8 @@ def push(bundle: str, ref: OciRef, trust: TrustContext, http: Http) -> Pushed:
         size = copy.stat().st_size
         labels = Labels(identity.name, identity.artifact, identity.version,
                         tuple(sorted(formats.skills(report))), facts.created, facts.description,
-                        facts.license, identity.publisher,
-                        identity.release if fmt == "acx" else None, facts.spec_version)
+                        facts.license, identity.publisher, facts.rom_manifest,
+                        facts.spec_version)
         manifest = bundle_manifest(fmt, layer, size, labels)
         digest = digest_of(manifest)
         repo = Repository(ref.at_tag(None), http, push=True)

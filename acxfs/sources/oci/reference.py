@@ -115,3 +115,12 @@ def parse_ref(text: str) -> OciRef:
     if ref.plain and ref.hostname not in LOOPBACK:
         raise NetworkError(f"{ref.key}: plain HTTP only for loopback")
     return ref
+
+
+def oci_key(text: str) -> bool:
+    """Whether `text` is exactly a repository's key (no tag, no digest)."""
+    try:
+        ref = parse_ref(text)
+    except (EnvironmentProblem, NetworkError):
+        return False
+    return ref.tag is None and ref.digest is None and ref.key == text

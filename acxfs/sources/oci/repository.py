@@ -54,6 +54,8 @@ class Repository:
              follow: int = 0, rewind: Callable[[], None] | None = None) -> Answer:
         """`method url`, answered by a login after a 401 and asked once more."""
         what = self.ref.text
+        if self.http.offline:
+            raise NetworkError(f"{what} needs a download from {self.ref.host}; offline")
         for attempt in (0, 1):
             sent = {**(headers or {}), **self.login.header(self.scope)}
             answer = self.http.request(method, url, headers=sent, data=data, limit=limit,
