@@ -18,7 +18,7 @@ Ctrl-C, SIGTERM) every `acxfs add` has been followed by `acxfs down` in its HOME
 started under the directory is stopped, the registry is stopped by its pid and the directory
 removed.
 
-    python3 -m scripts.bench_oci --quick          # about 30 s
+    python3 -m scripts.bench_oci --quick          # 30-40 s
     python3 -m scripts.bench_oci --rounds 7
 
 Modules: `registry` (the registry's config, start and stop), `steps` (the cartridges and each

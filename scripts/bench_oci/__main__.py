@@ -59,7 +59,7 @@ def parse_args(argv: Sequence[str] | None) -> Config:
         "oras-py and curl.",
         epilog="example:\n  python3 -m scripts.bench_oci --sizes 64K,8M,64M --rounds 5",
         formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--quick", action="store_true", help="2 rounds (about 30 s)")
+    parser.add_argument("--quick", action="store_true", help="2 rounds (30-40 s)")
     parser.add_argument("--sizes", default="64K,8M,64M", metavar="LIST",
                         help="cartridge sizes (K, M suffixes; default: 64K,8M,64M)")
     parser.add_argument("--rounds", type=int, metavar="N", help="rounds (default: 5)")
