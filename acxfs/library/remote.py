@@ -11,6 +11,7 @@ is removed.  What the sources said is recorded only with the change it belongs t
 from __future__ import annotations
 
 import dataclasses
+import functools
 import os
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -59,8 +60,9 @@ class Sources:
     state: LibraryState | None = None  # the library's, once its lock is held
     clients: dict[str, sources.Client] = field(default_factory=dict)
 
-    @property
+    @functools.cached_property
     def http(self) -> Http:
+        """One client for the command (its TLS context built once)."""
         return Http(timeout=self.options.timeout, offline=self.options.offline)
 
     def client(self, text: str, asking: str) -> sources.Client:

@@ -75,13 +75,18 @@ class Http:
     timeout: float = DEFAULT_TIMEOUT
     offline: bool = False
     headers: Mapping[str, str] = field(default_factory=dict)
+    _built: urllib.request.OpenerDirector | None = field(default=None, init=False, repr=False,
+                                                         compare=False)
 
     def _opener(self) -> urllib.request.OpenerDirector:
-        cafile = os.environ.get("SSL_CERT_FILE") or None
-        context = ssl.create_default_context(cafile=cafile)
-        return urllib.request.build_opener(
-            urllib.request.ProxyHandler({}), _NoRedirects(),
-            urllib.request.HTTPSHandler(context=context))
+        """One opener per `Http` (loading the CAs costs more than a loopback request)."""
+        if self._built is None:
+            cafile = os.environ.get("SSL_CERT_FILE") or None
+            context = ssl.create_default_context(cafile=cafile)
+            self._built = urllib.request.build_opener(
+                urllib.request.ProxyHandler({}), _NoRedirects(),
+                urllib.request.HTTPSHandler(context=context))
+        return self._built
 
     def refuse_offline(self, what: str, url: str) -> None:
         if self.offline:
