@@ -7,6 +7,7 @@ pull, push with credentials only) and a token realm that is not HTTPS.
 
 from __future__ import annotations
 
+import base64
 import json
 import os
 from pathlib import Path
@@ -16,7 +17,7 @@ import pytest
 from tests.support.library import listing
 from tests.support.oci_bundles import IDENTITY, cartridge, ok, refused, run
 from tests.support.registry import Registry, registry
-from tests.support.servers import Reply, Scripted
+from tests.support.servers import Reply, Scripted, make_ca
 
 pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("local_key")]
 
@@ -183,3 +184,37 @@ def test_a_token_realm_that_is_not_https_is_refused(tmp_path: Path) -> None:
         refused(run("add", f"oci+http://{host}/{REPO}:1.1.0"), 2,
                 f"{realm}: token realm is not HTTPS")
     assert listing()["bundles"] == []
+
+
+@pytest.mark.fuse
+@pytest.mark.usefixtures("library_stops")
+def test_credentials_stay_with_the_registry_when_a_tag_page_points_elsewhere(
+        tmp_path: Path) -> None:
+    """A TLS registry asking for Basic whose tag list's next page lies on another origin (a
+    plain loopback server): that server is asked, but never given the password."""
+    ca, cert, key = make_ca(tmp_path / "ca", ("DNS:localhost",))
+    other = Scripted(lambda path: Reply(200, b'{"tags": []}',
+                                        {"Content-Type": "application/json"}))
+    where: dict[str, str] = {}
+
+    def route(path: str) -> Reply | None:
+        if "Authorization" not in server.requests[-1].headers:
+            return Reply(401, b'{"errors":[{"code":"UNAUTHORIZED","message":"login"}]}',
+                         {"WWW-Authenticate": 'Basic realm="r"'})
+        if path.startswith(f"/v2/{REPO}/tags/list"):
+            return Reply(200, b'{"tags": ["0.1.0"]}', {
+                "Content-Type": "application/json",
+                "Link": f'<{where["other"]}v2/{REPO}/tags/list?last=0.1.0>; rel="next"'})
+        return None
+
+    server = Scripted(route, tls=(cert, key))
+    with other.running() as elsewhere, server.running() as base:
+        where["other"] = elsewhere
+        host = base.split("://", 1)[1].rstrip("/")
+        secret = base64.b64encode(b"ada:secret").decode()
+        env = {"SSL_CERT_FILE": str(ca), **config(tmp_path, {"auths": {host: {"auth": secret}}})}
+        refused(run("add", f"oci://{host}/{REPO}", env=env), 1,
+                f"oci://{host}/{REPO}:0.1.0: MANIFEST_UNKNOWN: manifest unknown")
+    assert any(r.headers.get("Authorization") == f"Basic {secret}" for r in server.requests)
+    assert other.requests
+    assert all("Authorization" not in r.headers for r in other.requests)
