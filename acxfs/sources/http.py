@@ -4,11 +4,11 @@ Invariant: every request goes through `Http.request`, which (1) refuses before a
 a plain `http://` URL whose host is not loopback and any request at all when offline, (2)
 verifies TLS against the system CAs (`SSL_CERT_FILE` honoured) with no proxy, (3) follows no
 redirect unless its caller allows some (an OCI blob: three at most, each to https:// or
-loopback, never carrying `Authorization` to another host), (4) gives up after `timeout`
-seconds without progress, per connect and per read, and (5) hands each chunk of the body to
-its caller only while the body stays within its bound: at most `limit` bytes, or exactly
-`size` bytes.  Nothing here decides what a body means; the clients of an index, a repository
-or an OCI registry parse what it returns.
+loopback, never carrying `Authorization` to another scheme or host), (4) gives up after
+`timeout` seconds without progress, per connect and per read, and (5) hands each chunk of the
+body to its caller only while the body stays within its bound: at most `limit` bytes, or
+exactly `size` bytes.  Nothing here decides what a body means; the clients of an index, a
+repository or an OCI registry parse what it returns.
 """
 
 from __future__ import annotations
@@ -110,7 +110,7 @@ class Http:
         """One request and its answer, whatever its status.  A 2xx body is bounded as for
         `fetch` (another status's by `limit`, else 1 MiB); a 3xx is refused unless `follow`
         allows it: then up to `follow` redirects are taken, each to https:// (or loopback),
-        without `Authorization` when the host changes."""
+        without `Authorization` when the scheme or host changes."""
         sent = dict(headers or {})
         for hop in range(follow + 1):
             answer = self._once(method, url, sent, data, limit, size, sink, what)
@@ -124,7 +124,7 @@ class Http:
                     check_url(target)
                 except NetworkError:
                     raise NetworkError(f"{url}: redirected to {target}, not HTTPS") from None
-            if urllib.parse.urlsplit(target).netloc != urllib.parse.urlsplit(url).netloc:
+            if urllib.parse.urlsplit(target)[:2] != urllib.parse.urlsplit(url)[:2]:
                 sent = {k: v for k, v in sent.items() if k.lower() != "authorization"}
             url = target
         if follow:

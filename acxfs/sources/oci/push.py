@@ -29,6 +29,8 @@ from acxfs.sources.oci.artifact import (
     EMPTY_DIGEST,
     INDEX,
     LAYER_BYTES,
+    MANIFEST,
+    MANIFEST_BYTES,
     Labels,
     bundle_manifest,
     digest_of,
@@ -125,15 +127,19 @@ def _blob(repo: Repository, digest: str, size: int,
 
 
 def _refer(repo: Repository, subject: bytes, envelope: bytes) -> None:
-    """Attach `envelope` to the manifest `subject` (idempotent: a second push adds none)."""
+    """Attach `envelope` to the manifest `subject` (idempotent: a second push writes
+    nothing when the referrer and its index entry are there already)."""
     envelope_digest = digest_of(envelope)
-    _blob(repo, EMPTY_DIGEST, len(EMPTY_BYTES), lambda: EMPTY_BYTES)
-    _blob(repo, envelope_digest, len(envelope), lambda: envelope)
     referrer = referrer_manifest(envelope_digest, len(envelope), digest_of(subject),
                                  len(subject))
-    answer = repo.put_manifest(digest_of(referrer), referrer)
-    if answer.header("OCI-Subject") == digest_of(subject):
-        return  # the registry indexes referrers itself
+    if repo.manifest(digest_of(referrer), accept=MANIFEST) is None:
+        _blob(repo, EMPTY_DIGEST, len(EMPTY_BYTES), lambda: EMPTY_BYTES)
+        _blob(repo, envelope_digest, len(envelope), lambda: envelope)
+        answer = repo.put_manifest(digest_of(referrer), referrer)
+        if answer.header("OCI-Subject") == digest_of(subject):
+            return  # the registry indexes referrers itself
+    elif _indexed(repo, digest_of(subject), digest_of(referrer)):
+        return
     fallback = "sha256-" + digest_of(subject)[7:]
     where = repo.ref.at_tag(fallback).text
     index = with_referrer(repo.manifest(fallback, accept=INDEX), digest_of(referrer),
@@ -141,3 +147,14 @@ def _refer(repo: Repository, subject: bytes, envelope: bytes) -> None:
     if index is not None:
         repo.put_manifest(fallback, index, INDEX)
 
+
+
+def _indexed(repo: Repository, subject: str, referrer: str) -> bool:
+    """Whether the registry's own Referrers API lists `referrer` for `subject` (a registry
+    without one, like distribution 2.8.2, answers 404: False)."""
+    answer = repo.call("GET", repo.url(f"referrers/{subject}"), headers={"Accept": INDEX},
+                       limit=MANIFEST_BYTES)
+    media = (answer.header("Content-Type") or "").split(";")[0].strip()
+    if answer.status != 200 or media != INDEX:
+        return False
+    return with_referrer(answer.body, referrer, 0, repo.ref.key) is None

@@ -2,7 +2,8 @@
 
 Invariant: a reference is accepted only in the distribution spec's form (REPO by its
 path-component pattern, TAG by its tag pattern, a digest as `sha256:` and 64 lowercase hex
-digits); `oci+http://` (plain HTTP) only for a loopback host, refused before any connection.
+digits, a PORT from 1 to 65535); `oci+http://` (plain HTTP) only for a loopback host,
+refused before any connection.
 Its `key` (`oci://HOST/REPO`) is what acxfs records, remembers and what policy compares.
 `docker.io` is asked as `registry-1.docker.io` (one-segment repositories under `library/`)
 and its credentials are found under `https://index.docker.io/v1/`, as docker does.
@@ -24,7 +25,7 @@ TAG_RE = re.compile(r"[A-Za-z0-9_][A-Za-z0-9._-]{0,127}")
 DIGEST_RE = re.compile(r"sha256:[0-9a-f]{64}")
 _HOST_RE = re.compile(r"(?:[A-Za-z0-9](?:[A-Za-z0-9-]*[A-Za-z0-9])?"
                       r"(?:\.[A-Za-z0-9](?:[A-Za-z0-9-]*[A-Za-z0-9])?)*|\[[0-9A-Fa-f:.]+\])"
-                      r"(?::[0-9]{1,5})?")
+                      r"(?::(?P<port>[0-9]{1,5}))?")
 DOCKER_HUB = "docker.io"
 DOCKER_HUB_API = "registry-1.docker.io"
 DOCKER_HUB_AUTH = "https://index.docker.io/v1/"
@@ -84,6 +85,12 @@ def version_tag(version: str) -> str:
     return version.replace("+", "_")
 
 
+def _host_ok(host: str) -> bool:
+    """HOST, or HOST:PORT with a PORT from 1 to 65535."""
+    found = _HOST_RE.fullmatch(host)
+    return found is not None and (found["port"] is None or 0 < int(found["port"]) < 65536)
+
+
 def parse_ref(text: str) -> OciRef:
     """`text` as an OCI reference (EnvironmentProblem, or NetworkError for plain HTTP to a
     host that is not loopback)."""
@@ -93,7 +100,7 @@ def parse_ref(text: str) -> OciRef:
         raise bad
     rest = text[len(scheme):]
     host, slash, path = rest.partition("/")
-    if not slash or not _HOST_RE.fullmatch(host):
+    if not slash or not _host_ok(host):
         raise bad
     host = host.lower()
     digest = tag = None

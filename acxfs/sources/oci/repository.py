@@ -1,8 +1,9 @@
 """One repository of an OCI registry, spoken to by the distribution spec over `Http`.
 
-Invariant: every call is one request (retried once with a login after a 401) bounded as the
-spec's objects are: a manifest 4 MiB, a tag list 4 MiB a page and 100 pages, a blob exactly
-the size its manifest names.  A manifest asked by digest must hash to it; a blob's bytes are
+Invariant: every call is one request (retried once with a login after a 401; credentials go
+only to the registry's own origin, never to a URL it points elsewhere) bounded as the spec's
+objects are: a manifest 4 MiB, a tag list 4 MiB a page and 100 pages, a blob exactly the size
+its manifest names.  A manifest asked by digest must hash to it; a blob's bytes are
 handed on unchecked, to a caller that hashes them; what the registry says is never trust.
 Uploads are a monolithic POST-then-PUT (`?digest=`) and the digest the registry returns must
 be the one sent.  Registry errors are one line: `REF: CODE: message`.
@@ -52,15 +53,18 @@ class Repository:
              data: bytes | IO[bytes] | None = None, limit: int | None = None,
              size: int | None = None, sink: Callable[[bytes], None] | None = None,
              follow: int = 0, rewind: Callable[[], None] | None = None) -> Answer:
-        """`method url`, answered by a login after a 401 and asked once more."""
+        """`method url`, answered by a login after a 401 and asked once more.  A URL the
+        registry points elsewhere (an upload's `Location`, a next page's `Link`) on another
+        origin than its API gets no credentials and no login."""
         what = self.ref.text
         if self.http.offline:
             raise NetworkError(f"{what} needs a download from {self.ref.host}; offline")
+        own = _origin(url) == _origin(self.ref.api)
         for attempt in (0, 1):
-            sent = {**(headers or {}), **self.login.header(self.scope)}
+            sent = {**(headers or {}), **(self.login.header(self.scope) if own else {})}
             answer = self.http.request(method, url, headers=sent, data=data, limit=limit,
                                        size=size, sink=sink, what=what, follow=follow)
-            if answer.status != 401 or attempt:
+            if answer.status != 401 or attempt or not own:
                 if answer.status == 401:
                     self.login.answer(answer.header("WWW-Authenticate"), self.scope)
                 return answer
@@ -180,6 +184,11 @@ class Repository:
         said = answer.header("Docker-Content-Digest")
         if said is not None and said != digest:
             raise SourceError(f"{self.ref.key}: the registry stored {said}, not {digest}")
+
+
+def _origin(url: str) -> tuple[str, str]:
+    parts = urllib.parse.urlsplit(url)
+    return parts.scheme.lower(), parts.netloc.lower()
 
 
 def _rewind(body: IO[bytes] | bytes) -> None:
