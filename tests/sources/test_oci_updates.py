@@ -113,3 +113,22 @@ def test_a_pin_updated_from_another_repository_takes_its_highest_release_tag(
         assert (bundle["version"], bundle["source"]) == ("1.2.0", mirror)
         assert bundle["reference"] == f"{reg.ref('acx/mirror', tag='1.2.0')}@{moved}"
         assert served(one) == skill_text("alpha", "1.2.0")
+
+
+def test_latest_is_still_followed_after_it_moved_to_a_release_the_library_knows(
+        tmp_path: Path) -> None:
+    with registry(tmp_path, tls=False) as reg, oci_machines(tmp_path, "one") as (one,):
+        one.ok("keygen")
+        release(one, tmp_path, reg, "1.0.0", tag="latest")
+        one.ok("add", reg.ref(REPO, tag="latest"))
+        cart = pack(one, tmp_path / "next", "research", "1.1.0", "alpha")
+        known = push(one, cart, reg.ref(REPO)).manifest
+        project = tmp_path / "project"
+        project.mkdir()
+        one.ok("add", "--project", project, reg.ref(REPO, tag="1.1.0"))  # now remembered
+        assert push(one, cart, reg.ref(REPO, tag="latest")).manifest == known
+        assert check(one, 1) == f"{NAME}: 1.0.0 -> 1.1.0 ({reg.ref(REPO)})\n"
+        one.ok("update")
+        assert current(one)[:2] == ("1.1.0", f"latest@{known}")
+        release(one, tmp_path, reg, "1.2.0")  # latest has not moved
+        assert "up to date" in check(one, 0)
