@@ -132,3 +132,29 @@ def test_homes_sync_one_lock_from_a_tls_registry_with_credentials(tmp_path: Path
             assert message == (f"acxfs: error: {reg.ref(REPO, digest=pushed.manifest)} "
                                f"needs a download from {reg.host}; offline")
             assert not (empty / ".claude").exists() and not five.store.exists()
+
+
+def test_sync_asks_each_from_repository_then_the_locks_own(tmp_path: Path) -> None:
+    with registry(tmp_path / "a", tls=False) as origin_reg, \
+            registry(tmp_path / "b", tls=False) as mirror_reg, \
+            oci_machines(tmp_path, "one", "two", "three") as (one, two, three):
+        one.ok("keygen")
+        cart = pack(one, tmp_path, "research", "1.1.0", "alpha")
+        pushed = push(one, cart, origin_reg.ref(REPO))
+        origin = init_repo(one, tmp_path / "origin")
+        one.ok("add", "--project", origin, origin_reg.ref(REPO, tag="1.1.0"))
+        one.git("add", "-A", cwd=origin)
+        one.git("commit", "-qm", "skills", cwd=origin)
+        mirror = mirror_reg.ref(REPO)
+
+        first = clone(two, cart, origin, tmp_path / "first")
+        two.ok("sync", "--from", mirror, cwd=first)  # the mirror has none: the lock's origin
+        same_through_links(origin, first)
+
+        assert push(one, cart, mirror).manifest == pushed.manifest  # the same bytes
+        stop(origin_reg.process)
+        second = clone(three, cart, origin, tmp_path / "second")
+        message = one_line_error(three.acxfs("sync", cwd=second), 2)
+        assert message.startswith(f"acxfs: error: http://{origin_reg.host}/"), message
+        three.ok("sync", "--from", mirror, cwd=second)
+        same_through_links(origin, second)
