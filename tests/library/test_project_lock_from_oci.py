@@ -16,7 +16,14 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.oci_library import OciMachine, manifest_doc, oci_machines, plant, push
+from tests.support.oci_library import (
+    OciMachine,
+    fake_with,
+    manifest_doc,
+    oci_machines,
+    plant,
+    push,
+)
 from tests.support.projects import PUBLISHER, init_repo, one_line_error, pack
 from tests.support.projects import tree_through_links as tree
 from tests.support.registry import Registry, registry, stop
@@ -158,3 +165,26 @@ def test_sync_asks_each_from_repository_then_the_locks_own(tmp_path: Path) -> No
         assert message.startswith(f"acxfs: error: http://{origin_reg.host}/"), message
         three.ok("sync", "--from", mirror, cwd=second)
         same_through_links(origin, second)
+
+
+def test_sync_from_a_repository_the_policy_does_not_allow_asks_nothing(tmp_path: Path) -> None:
+    with oci_machines(tmp_path, "one", "two") as (one, two):
+        one.ok("keygen")
+        cart = pack(one, tmp_path, "research", "1.1.0", "alpha")
+        fake = fake_with(cart, REPO, "1.1.0")
+        with fake.running() as base:
+            host = base.split("://", 1)[1]
+            origin = init_repo(one, tmp_path / "origin")
+            one.ok("add", "--project", origin, f"oci+http://{host}/{REPO}:1.1.0")
+            one.git("add", "-A", cwd=origin)
+            one.git("commit", "-qm", "skills", cwd=origin)
+            asked = len(fake.requests)
+            copy = clone(two, cart, origin, tmp_path / "copy")
+            policy = two.root / "trust" / "policy.json"
+            policy.write_text(json.dumps({"schemaVersion": "acxfs.policy/1",
+                                          "sources": [f"oci+http://{host}/acx/research-x"]}))
+            message = one_line_error(two.acxfs("sync", cwd=copy), 1)
+            assert message == (f"acxfs: error: {policy}: source oci+http://{host}/{REPO} is "
+                               "not allowed")
+            assert len(fake.requests) == asked
+            assert not (copy / ".claude").exists() and not two.store.exists()

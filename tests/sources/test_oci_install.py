@@ -16,9 +16,9 @@ from pathlib import Path
 import pytest
 
 from tests.support import oci_client as oc
-from tests.support.oci_fake import FakeRegistry
 from tests.support.oci_library import (
     OciMachine,
+    fake_with,
     holdings,
     link_targets,
     manifest_doc,
@@ -281,24 +281,12 @@ def test_offline_a_digest_whose_layer_the_store_holds_installs(tmp_path: Path) -
             f"{pinned} needs a download from {reg.host}; offline")
 
 
-def fake_with(cart: Path, repo: str) -> FakeRegistry:
-    """A plain-HTTP fake serving `cart` as an acxfs artifact `repo:1.0.0`."""
-    fake = FakeRegistry()
-    fake.add_blob(b"{}")
-    data = cart.read_bytes()
-    fake.add_blob(data)
-    fake.add_manifest(repo, oc.image_manifest(
-        [oc.descriptor("application/vnd.acx.cartridge.layer.v1+sqlite", data)],
-        artifact_type="application/vnd.acx.cartridge.v1"), tag="1.0.0")
-    return fake
-
-
 def test_policy_sources_allow_oci_prefixes_by_whole_segments_before_any_connection(
         tmp_path: Path) -> None:
     with oci_machines(tmp_path, "one") as (one,):
         one.ok("keygen")
         cart = pack(one, tmp_path, "research", "1.0.0", "alpha")
-        fake = fake_with(cart, "team/x")
+        fake = fake_with(cart, "team/x", "1.0.0")
         fake.add_manifest("teamx/x", fake.manifests["team/x", "1.0.0"][0], tag="1.0.0")
         with fake.running() as base:
             host = base.split("://", 1)[1]

@@ -18,7 +18,9 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from tests.support import oci_client as oc
 from tests.support.oci_client import OCI_MANIFEST, Client
+from tests.support.oci_fake import FakeRegistry
 from tests.support.projects import Machine, one_line_error
 
 
@@ -129,3 +131,16 @@ def refused(machine: Machine, *args: object, code: int = 1) -> str:
     message = one_line_error(machine.acxfs(*args), code)
     assert holdings(machine) == before
     return message.removeprefix("acxfs: error: ")
+
+
+def fake_with(cart: Path, repo: str, tag: str) -> FakeRegistry:
+    """A plain-HTTP fake serving `cart` as an acxfs artifact `repo:tag` (its request log is
+    what the tests read)."""
+    fake = FakeRegistry()
+    fake.add_blob(b"{}")
+    data = cart.read_bytes()
+    fake.add_blob(data)
+    fake.add_manifest(repo, oc.image_manifest(
+        [oc.descriptor("application/vnd.acx.cartridge.layer.v1+sqlite", data)],
+        artifact_type="application/vnd.acx.cartridge.v1"), tag=tag)
+    return fake
