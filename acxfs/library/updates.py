@@ -98,8 +98,9 @@ def _oci_moved(client: OciSource, rev: Revision,
         return None
     if newest.version and semver.parse(newest.version) <= semver.parse(rev.version):
         return None
-    shown = newest.version or str(selector)
-    return shown, selector or shown
+    ask = selector or client.named
+    shown = newest.version or ask or newest.coordinate
+    return shown, ask or shown
 
 
 def update(library: Library, names: list[str], source: str | None, options: Options,

@@ -302,3 +302,20 @@ def test_policy_sources_allow_oci_prefixes_by_whole_segments_before_any_connecti
             one.ok("add", f"oci+http://{host}/team/x:1.0.0")
             assert fake.requests != []
         assert installed(one)[NAME]["source"] == f"oci+http://{host}/team/x"
+
+
+def test_a_tag_in_from_names_the_release_and_may_not_contradict_the_version(
+        tmp_path: Path) -> None:
+    with registry(tmp_path, tls=False) as reg, oci_machines(tmp_path, "one") as (one,):
+        one.ok("keygen")
+        digests = published(one, tmp_path, reg, "1.0.0", "1.1.0", "1.2.0")
+        one.ok("add", NAME, "--from", reg.ref(REPO, tag="1.0.0"))
+        assert installed(one)[NAME]["coordinate"] == f"1.0.0@{digests['1.0.0']}"
+        message = refused(one, "add", f"{NAME}@1.2.0", "--from", reg.ref(REPO, tag="1.1.0"),
+                          code=2)
+        assert message == (f"{NAME}@1.2.0 --from {reg.ref(REPO, tag='1.1.0')}: name the "
+                           "version once (NAME@VERSION or REPO:TAG)")
+        one.ok("add", NAME, "--from", reg.ref(REPO, digest=digests["1.1.0"]))
+        assert installed(one)[NAME]["coordinate"] == f"@{digests['1.1.0']}"
+        one.ok("add", reg.ref(REPO, tag="1.2.0"))
+        assert installed(one)[NAME]["version"] == "1.2.0"
