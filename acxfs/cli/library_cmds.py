@@ -172,7 +172,7 @@ def _pulls(library: Library, refs: list[str], args: argparse.Namespace) -> remot
     requests: list[tuple[str, str | None, str]] = []
     for text in refs:
         ref = parse_ref(text)
-        requests.append(("", ref.digest or ref.tag, text))
+        requests.append(("", ref.digest or ref.tag, ref.key))
     return remote.Fetch(requests, remote.Sources(_options(args)), library.paths, library.note)
 
 

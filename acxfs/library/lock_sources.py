@@ -2,7 +2,8 @@
 by the lock's `bytes`, refused unless its sha256 is the lock's.
 
 Invariant: the lock names bytes, so a source only delivers them: a `--from` registry (by the
-entry's `path`) or the recorded origin is asked, the body may be at most exactly the lock's
+entry's `path`; an OCI repository by the locked manifest digest, the first that holds it) or
+the recorded origin is asked, the body may be at most exactly the lock's
 `bytes`, and its sha256 must be the lock's before anything parses it; a mirror cannot
 substitute another bundle, even one signed by a trusted key.  The full check follows as for
 any bundle, against this machine's trust store.
@@ -71,15 +72,26 @@ def fetch_locked(entry: LockEntry, registries: list[str], paths: LibraryPaths,
 def _from_oci(entry: LockEntry, origin: str, digest: str, mirrors: list[str],
               paths: LibraryPaths, trust: TrustContext, http: Http, policy: Policy,
               lock_path: str) -> Checked:
-    """`REPO@digest` (a --from repository first, then the lock's), never a tag: its manifest
-    must name the lock's sha256 and size as its layer before the layer is fetched."""
-    ref = parse_ref(mirrors[0] if mirrors else origin)
-    policy.check_source(ref.key)
-    repo = Repository(ref.at_tag(None), http)
-    where = ref.at_digest(digest).text
-    if http.offline:
-        raise NetworkError(f"{where} needs a download from {ref.host}; offline")
-    artifact = parse_artifact(repo.require_manifest(digest), where)
+    """`REPO@digest` (each --from repository in turn, then the lock's: the first that holds
+    the manifest), never a tag: its manifest must name the lock's sha256 and size as its layer
+    before the layer is fetched."""
+    refs = list(dict.fromkeys(parse_ref(text).at_tag(None) for text in [*mirrors, origin]))
+    for ref in refs:
+        policy.check_source(ref.key)
+        if http.offline:
+            raise NetworkError(f"{ref.at_digest(digest).text} needs a download from "
+                               f"{ref.host}; offline")
+        repo = Repository(ref, http)
+        body = repo.manifest(digest)
+        if body is not None:
+            return _locked_layer(entry, repo, body, ref.at_digest(digest).text, paths, trust,
+                                 lock_path)
+    raise SourceError(f"{refs[-1].at_digest(digest).text}: MANIFEST_UNKNOWN: manifest unknown")
+
+
+def _locked_layer(entry: LockEntry, repo: Repository, body: bytes, where: str,
+                  paths: LibraryPaths, trust: TrustContext, lock_path: str) -> Checked:
+    artifact = parse_artifact(body, where)
     if artifact.layer != f"sha256:{entry.sha256}" or artifact.size != entry.bytes:
         raise SourceError(f"{lock_path}: {entry.identity}: sha256 differs (lock "
                           f"{entry.sha256}, {where} holds {artifact.layer[7:]})")

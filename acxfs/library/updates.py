@@ -30,6 +30,7 @@ from acxfs.text import printable
 @dataclass
 class Work:
     updates: list[tuple[str, str, str, str]] = field(default_factory=list)  # id, from, to, source
+    asks: dict[str, str] = field(default_factory=dict)  # identity -> what to ask, if not `to`
     pulled: dict[str, str] = field(default_factory=dict)  # identity -> why it is not served
     reader: Sources | None = None
 
@@ -58,7 +59,10 @@ def survey(library: Library, names: list[str], source: str | None, options: Opti
             if isinstance(client, OciSource):
                 moved = _oci_moved(client, rev, where == rev.source)
                 if moved is not None:
-                    work.updates.append((identity, rev.version, moved, client.spec.key))
+                    shown, ask = moved
+                    work.updates.append((identity, rev.version, shown, client.spec.key))
+                    if ask != shown:
+                        work.asks[identity] = ask
                 continue
             newest = client.release(identity, None)
             if semver.parse(newest.version) > semver.parse(rev.version) and not (
@@ -78,10 +82,12 @@ def survey(library: Library, names: list[str], source: str | None, options: Opti
     return work
 
 
-def _oci_moved(client: OciSource, rev: Revision, same_repository: bool) -> str | None:
-    """What an OCI-installed revision updates to (None: nothing): the highest release tag
-    above it, or the manifest the tag it came from (`latest`) names now; a digest never
-    moves."""
+def _oci_moved(client: OciSource, rev: Revision,
+               same_repository: bool) -> tuple[str, str] | None:
+    """What an OCI-installed revision updates to (None: nothing), as (what `update` shows,
+    what it asks the repository for): the highest release tag above it, or the manifest the
+    tag it came from (`latest`) names now, asked by that tag so that it keeps following it;
+    a digest never moves."""
     selector = follow_of(rev.coordinate or "") if same_repository else None
     if selector is not None and selector.startswith("sha256:"):
         return None
@@ -90,10 +96,11 @@ def _oci_moved(client: OciSource, rev: Revision, same_repository: bool) -> str |
     _, had = split_coordinate(rev.coordinate or "")
     if now == had:
         return None
-    if newest.version:
-        return newest.version if semver.parse(newest.version) > semver.parse(rev.version) \
-            else None
-    return selector
+    if newest.version and semver.parse(newest.version) <= semver.parse(rev.version):
+        return None
+    ask = selector or client.named
+    shown = newest.version or ask or newest.coordinate
+    return shown, ask or shown
 
 
 def update(library: Library, names: list[str], source: str | None, options: Options,
@@ -122,7 +129,8 @@ def update(library: Library, names: list[str], source: str | None, options: Opti
         library.change("update", unlink)
     if work.updates:
         requests: list[tuple[str, str | None, str]] = [
-            (identity, new, where) for identity, _, new, where in work.updates]
+            (identity, work.asks.get(identity, new), where)
+            for identity, _, new, where in work.updates]
         fetch = Fetch(requests, Sources(options), library.paths, library.note)
         library.add([], None, allow_downgrade=allow_downgrade, update_only=True,
                     allow_key_change=options.allow_key_change, remote=fetch)

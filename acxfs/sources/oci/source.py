@@ -1,14 +1,15 @@
 """An OCI repository as a library source: the manifest a request names, and what its bundle
 must then be.
 
-Invariant: a request names a manifest by a tag (none: the highest SemVer release tag,
-pre-releases only when named) or by a digest; the manifest must be an acxfs artifact and
-its layer the bundle, fetched exactly its size, and the layer's sha256 must be the
-manifest's before anything parses it.  After the full check, the bundle's signed facts must
-agree with the request and with what acxfs remembers of the repository: the identity it
-first carried, a version tag naming exactly its signed version, and a version tag's signed
-release never changing.  What was accepted is remembered only with the change it belongs
-to.  Offline, only a digest whose layer acxfs remembers can be named (the store must hold it).
+Invariant: a request names a manifest by a tag (none: the tag or digest the source was named
+with, else the highest SemVer release tag, pre-releases only when named) or by a digest; the
+manifest must be an acxfs artifact and its layer the bundle, fetched exactly its size, and
+the layer's sha256 must be the manifest's before anything parses it.  After the full check,
+the bundle's signed facts must agree with the request and with what acxfs remembers of the
+repository: the identity it first carried, a version tag naming exactly its signed version,
+and a version tag's signed release never changing.  What was accepted is remembered only
+with the change it belongs to.  Offline, only a digest whose layer acxfs remembers can be
+named (the store must hold it).
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from acxfs import semver
-from acxfs.errors import NetworkError, SourceError
+from acxfs.errors import EnvironmentProblem, NetworkError, SourceError
 from acxfs.sources.http import Http
 from acxfs.sources.memory import Published, SourceMemory
 from acxfs.sources.oci.artifact import Artifact, digest_of, parse_artifact
@@ -84,9 +85,23 @@ class OciSource:
         tag, manifest = split_coordinate(release.coordinate)
         return self.ref.at_tag(tag).text if tag else self.ref.at_digest(manifest).text
 
+    @property
+    def named(self) -> str | None:
+        """The tag or digest the source itself was named with (`--from REPO:TAG`), if any."""
+        assert self.spec.ref is not None
+        return self.spec.ref.digest or self.spec.ref.tag
+
     def release(self, name: str, version: str | None) -> Release:
-        """The release `version` selects: None (the highest release tag), a SemVer version
-        (its version tag), another tag, or a manifest digest."""
+        """The release `version` selects: None (the tag or digest the source was named with,
+        else the highest release tag), a SemVer version (its version tag), another tag, or a
+        manifest digest."""
+        named = self.named
+        if version is None:
+            version = named
+        elif named is not None and named not in (version, version_tag(version)):
+            assert self.spec.ref is not None
+            raise EnvironmentProblem(f"{name}@{version} --from {self.spec.ref.text}: name "
+                                     "the version once (NAME@VERSION or REPO:TAG)")
         if version is not None and DIGEST_RE.fullmatch(version):
             return self._by_digest(name, version)
         tag = self._newest() if version is None else (
