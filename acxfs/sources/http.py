@@ -62,6 +62,7 @@ class Answer:
     body: bytes
     headers: Message = field(default_factory=Message)
     url: str = ""
+    reason: str = ""  # the status line's reason phrase
 
     def header(self, name: str) -> str | None:
         value = self.headers.get(name)
@@ -100,7 +101,7 @@ class Http:
         is refused unless `errors_ok` (then its body, bounded by `limit`, is returned)."""
         answer = self.request("GET", url, limit=limit, size=size, sink=sink, what=what)
         if answer.status != 200 and not errors_ok:
-            raise NetworkError(f"{url}: HTTP {answer.status}")
+            raise NetworkError(f"{url}: HTTP {answer.status} {answer.reason}".rstrip())
         return answer
 
     def request(self, method: str, url: str, *, headers: Mapping[str, str] | None = None,
@@ -148,26 +149,24 @@ class Http:
                     self._read(exc, url, MIB if limit is None else min(limit, MIB), None, None)
             finally:
                 exc.close()
-            return Answer(exc.code, body, exc.headers, url)
+            return Answer(exc.code, body, exc.headers, url, str(exc.reason or ""))
         except urllib.error.URLError as exc:
             raise self._failure(url, exc.reason) from None
         except (OSError, ValueError) as exc:
             raise self._failure(url, exc) from None
         with response:
             if method == "HEAD":
-                return Answer(response.status, b"", response.headers, url)
+                return Answer(response.status, b"", response.headers, url, response.reason)
             if limit is None and size is None:
                 limit = MIB
             return Answer(response.status, self._read(response, url, limit, size, sink),
-                          response.headers, url)
+                          response.headers, url, response.reason)
 
     def _failure(self, url: str, reason: object) -> NetworkError:
         if isinstance(reason, TimeoutError):
             return NetworkError(f"{url}: no answer in {self.timeout:g} s")
         if isinstance(reason, ssl.SSLCertVerificationError):
-            return NetworkError(f"{url}: certificate verify failed "
-                                f"({reason.verify_message}); acxfs checks it against the "
-                                "system CAs or SSL_CERT_FILE")
+            return NetworkError(f"{url}: certificate verify failed ({reason.verify_message})")
         if isinstance(reason, ssl.SSLError):
             return NetworkError(f"{url}: TLS failed ({reason.reason or reason})")
         if isinstance(reason, OSError):
