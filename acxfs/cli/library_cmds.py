@@ -106,14 +106,16 @@ def add_commands(subs: SubParsers) -> None:
                     "bundles from the store or --from directories, links, git exclude lines)",
                     "acxfs sync                              # the project in .\n"
                     "  acxfs sync --from vendor/skills && acxfs sync --check   # in CI\n"
-                    "  acxfs sync --from https://mirror.example.com/reg/  # by the lock's path",
+                    "  acxfs sync --from https://mirror.example.com/reg/  # by the lock's path\n"
+                    "  acxfs sync --from oci://mirror.example.com/skills/research  # by digest",
                     cmd_sync)
     p.add_argument("--project", metavar="DIR", default=".",
                    help="the project directory (default: .)")
     p.add_argument("--from", dest="sources", action="append", default=[], metavar="DIR",
                    help="a directory holding bundles the lock names, or a registry (a "
-                   "directory with index.json, https://BASE/, azphalt+https://BASE/) to fetch "
-                   "them from by the lock's path (repeatable)")
+                   "directory with index.json, https://BASE/, azphalt+https://BASE/, "
+                   "oci://HOST/REPO) to fetch them from by the lock's path or manifest digest "
+                   "(repeatable)")
     p.add_argument("--check", action="store_true",
                    help="change nothing: say how this machine differs from the lock (exit 1 "
                    "if it does)")

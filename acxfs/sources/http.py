@@ -205,7 +205,7 @@ class Http:
     @staticmethod
     def _too_long(url: str, bound: int, size: int | None) -> SourceError:
         if size is not None:
-            return SourceError(f"{url}: over {size} bytes, not {size}")
+            return SourceError(f"{url}: more than {size} bytes, its stated size")
         return SourceError(f"{url}: over {mib(bound)}")
 
 

@@ -130,8 +130,8 @@ def fetch_release(release: Release, http: Http, sink: Callable[[bytes], None]) -
             while chunk := f.read(min(CHUNK, release.size + 1 - got)):
                 got += len(chunk)
                 if got > release.size:
-                    raise SourceError(f"{release.local}: over {release.size} bytes, not "
-                                      f"{release.size}")
+                    raise SourceError(f"{release.local}: more than {release.size} bytes, "
+                                      "its stated size")
                 sink(chunk)
     except FileNotFoundError:
         raise SourceError(f"{release.local}: not found (the index names it)") from None

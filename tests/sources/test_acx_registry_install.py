@@ -214,7 +214,7 @@ def test_a_download_longer_or_shorter_than_bytes_is_refused(
         message = refused("add", NAME, "--from", base)
     url = f"{base}{entry['path']}"
     if delta > 0:
-        assert message == f"{url}: over {size - 1} bytes, not {size - 1}"
+        assert message == f"{url}: more than {size - 1} bytes, its stated size"
     else:
         assert message == f"{url}: {size} bytes, not {size + 1}"
 
@@ -232,7 +232,8 @@ def test_a_body_without_a_length_is_cut_at_bytes(registry: Path) -> None:
 
     with Scripted(route).running() as base:
         message = refused("add", NAME, "--from", base)
-    assert message == f"{base}{entry['path']}: over {entry['bytes']} bytes, not {entry['bytes']}"
+    assert message == (f"{base}{entry['path']}: more than {entry['bytes']} bytes, its "
+                       "stated size")
 
 
 def test_a_redirect_is_never_followed(registry: Path) -> None:

@@ -169,7 +169,7 @@ def test_a_lying_layer_size_is_refused(tmp_path: Path, delta: int) -> None:
     if delta > 0:
         assert message == f"{url}: {size} bytes, not {size + delta}"
     else:
-        assert message == f"{url}: over {size + delta} bytes, not {size + delta}"
+        assert message == f"{url}: more than {size + delta} bytes, its stated size"
 
 
 def test_another_identity_in_a_remembered_repository_is_refused(tmp_path: Path) -> None:

@@ -148,7 +148,6 @@ def _refer(repo: Repository, subject: bytes, envelope: bytes) -> None:
         repo.put_manifest(fallback, index, INDEX)
 
 
-
 def _indexed(repo: Repository, subject: str, referrer: str) -> bool:
     """Whether the registry's own Referrers API lists `referrer` for `subject` (a registry
     without one, like distribution 2.8.2, answers 404: False)."""
