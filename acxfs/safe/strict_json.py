@@ -58,3 +58,17 @@ def loads(text: str, max_depth: int | None = None) -> object:
         check_depth(text, max_depth)
     return json.loads(text, object_pairs_hook=_distinct_keys, parse_constant=_no_constant,
                       parse_float=_finite)
+
+
+def loads_object(data: bytes, max_depth: int | None = None) -> dict[str, object]:
+    """UTF-8 `data` as one strict JSON object; ValueError saying why not (`not strict JSON
+    (...)`, `not a JSON object`), for the caller to prefix with what it read."""
+    try:
+        doc = loads(data.decode("utf-8"), max_depth)
+    except UnicodeDecodeError as exc:
+        raise ValueError(f"not UTF-8 (byte {exc.start})") from None
+    except ValueError as exc:
+        raise ValueError(f"not strict JSON ({exc})") from None
+    if not isinstance(doc, dict):
+        raise ValueError("not a JSON object")
+    return doc

@@ -75,11 +75,9 @@ class _Reader:
 
     def document(self, body: bytes, schema: str) -> dict[str, object]:
         try:
-            doc = strict_json.loads(body.decode("utf-8"))
-        except (UnicodeDecodeError, ValueError) as exc:
-            raise SourceError(f"{self.where}: not strict JSON ({exc})") from None
-        if not isinstance(doc, dict):
-            raise SourceError(f"{self.where}: not a JSON object")
+            doc = strict_json.loads_object(body)
+        except ValueError as exc:
+            raise SourceError(f"{self.where}: {exc}") from None
         if doc.get("schemaVersion") != schema:
             raise self.fail("schemaVersion", f"not {schema}")
         return doc

@@ -116,7 +116,7 @@ def test_a_bad_config_json_is_one_line_naming_the_file(tmp_path: Path) -> None:
         result = run("push", bundle, reg.ref(REPO), env=env)
         assert result.returncode == 2, result.stderr
         [line] = result.stderr.splitlines()
-        assert line.startswith(f"acxfs: error: {env['DOCKER_CONFIG']}/config.json: not JSON ")
+        assert line.startswith(f"acxfs: error: {env['DOCKER_CONFIG']}/config.json: not strict JSON (")
         assert tags(reg) == []
 
 

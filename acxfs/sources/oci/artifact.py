@@ -132,12 +132,9 @@ class Artifact:
 
 def _json(data: bytes, where: str) -> dict[str, object]:
     try:
-        doc = strict_json.loads(data.decode("utf-8"))
-    except (UnicodeDecodeError, ValueError) as exc:
-        raise SourceError(f"{where}: the manifest is not JSON ({exc})") from None
-    if not isinstance(doc, dict):
-        raise SourceError(f"{where}: the manifest is not a JSON object")
-    return doc
+        return strict_json.loads_object(data)
+    except ValueError as exc:
+        raise SourceError(f"{where}: the manifest is {exc}") from None
 
 
 def parse_artifact(data: bytes, where: str) -> Artifact:

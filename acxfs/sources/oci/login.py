@@ -127,12 +127,9 @@ def _read_config(path: Path) -> dict[str, object] | None:
     if len(data) > CONFIG_BYTES:
         raise NetworkError(f"{path}: over 1 MiB")
     try:
-        doc = strict_json.loads(data.decode("utf-8"))
-    except (UnicodeDecodeError, ValueError) as exc:
-        raise NetworkError(f"{path}: not JSON ({exc})") from None
-    if not isinstance(doc, dict):
-        raise NetworkError(f"{path}: not a JSON object")
-    return doc
+        return strict_json.loads_object(data)
+    except ValueError as exc:
+        raise NetworkError(f"{path}: {exc}") from None
 
 
 def _from_entry(entry: dict[str, object], path: Path, host: str) -> Credentials | None:
