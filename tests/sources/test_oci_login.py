@@ -116,7 +116,8 @@ def test_a_bad_config_json_is_one_line_naming_the_file(tmp_path: Path) -> None:
         result = run("push", bundle, reg.ref(REPO), env=env)
         assert result.returncode == 2, result.stderr
         [line] = result.stderr.splitlines()
-        assert line.startswith(f"acxfs: error: {env['DOCKER_CONFIG']}/config.json: not strict JSON (")
+        config_file = f"{env['DOCKER_CONFIG']}/config.json"
+        assert line.startswith(f"acxfs: error: {config_file}: not strict JSON ("), line
         assert tags(reg) == []
 
 
