@@ -226,7 +226,9 @@ def cmd_sync(args: argparse.Namespace) -> int:
         return Projects(_library()).check(args.project)
     library = _library()
     for source in args.sources:
-        if is_registry(source):
+        if is_oci(source):
+            library.policy.check_source(parse_ref(source).key)
+        elif is_registry(source):
             library.policy.check_source(normalise(source))
         else:
             library.policy.check_files()

@@ -27,8 +27,8 @@ from acxfs.trust.policy import TrustContext, valid_publisher
 from acxfs.trust.store import pin_key
 
 __all__ = [
-    "FORMATS", "Format", "check", "describe", "detect", "facts", "identity", "open_source",
-    "pin_from", "render", "signer_key", "skills",
+    "FORMATS", "Format", "check", "describe", "detect", "facts", "identity", "named",
+    "open_source", "pin_from", "render", "signer_key", "skills",
 ]
 
 FORMATS: tuple[Format, ...] = (acx.FORMAT, azp.FORMAT)
@@ -86,6 +86,12 @@ def identity(report: Report) -> Identity:
     if report.checked is None or report.verdict.is_integrity_failure:
         raise IdentityError(f"no signed identity: {report.verdict.line}")
     return _of(report).identity(report)
+
+
+def named(report: Report, name: str) -> bool:
+    """Whether `report` is of the format called `name` (what another table, such as an OCI
+    artifact's media types, says a file must be)."""
+    return report.format == name
 
 
 def facts(report: Report) -> SignedFacts:

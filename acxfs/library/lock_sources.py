@@ -92,9 +92,12 @@ def _from_oci(entry: LockEntry, origin: str, digest: str, mirrors: list[str],
 def _locked_layer(entry: LockEntry, repo: Repository, body: bytes, where: str,
                   paths: LibraryPaths, trust: TrustContext, lock_path: str) -> Checked:
     artifact = parse_artifact(body, where)
-    if artifact.layer != f"sha256:{entry.sha256}" or artifact.size != entry.bytes:
+    if artifact.layer != f"sha256:{entry.sha256}":
         raise SourceError(f"{lock_path}: {entry.identity}: sha256 differs (lock "
                           f"{entry.sha256}, {where} holds {artifact.layer[7:]})")
+    if artifact.size != entry.bytes:
+        raise SourceError(f"{lock_path}: {entry.identity}: bytes differ (lock {entry.bytes}, "
+                          f"{where} names {artifact.size})")
 
     def same_bytes(sha256: str) -> None:
         if sha256 != entry.sha256:

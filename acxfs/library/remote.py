@@ -16,7 +16,7 @@ import os
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
-from acxfs import sources
+from acxfs import formats, sources
 from acxfs.errors import NetworkError, RefusedError, SourceError, UntrustedError
 from acxfs.formats import FORMATS
 from acxfs.library.bundles import Checked, check_stored, import_staged, untrusted
@@ -154,6 +154,7 @@ class Fetch:
         try:
             if stored is not None:
                 result = check_stored(stored, self.paths, trust)
+                client.first_check(release, result.revision.digest)
             elif release.url is None:
                 raise NetworkError(f"{where} needs a download from {client.ref.host}; offline")
             else:
@@ -164,7 +165,8 @@ class Fetch:
         rev = result.revision
         try:
             note = client.confirm(release, rev.identity, rev.version, rev.manifest,
-                                  f"sha256:{rev.digest}")
+                                  f"sha256:{rev.digest}",
+                                  lambda name: formats.named(result.report, name))
         except SourceError:
             if result.new_file:
                 os.unlink(self.paths.store / rev.file)

@@ -94,8 +94,9 @@ def _oci_moved(client: OciSource, rev: Revision,
     newest = client.release(rev.identity, selector)
     _, now = split_coordinate(newest.coordinate)
     _, had = split_coordinate(rev.coordinate or "")
-    if now == had:
-        return None
+    moved_to = client.artifacts.get(now)
+    if now == had or (moved_to is not None and moved_to.layer == f"sha256:{rev.digest}"):
+        return None  # the same manifest, or the same bundle pushed again
     if newest.version and semver.parse(newest.version) <= semver.parse(rev.version):
         return None
     ask = selector or client.named

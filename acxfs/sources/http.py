@@ -13,6 +13,7 @@ repository or an OCI registry parse what it returns.
 
 from __future__ import annotations
 
+import http.client
 import os
 import ssl
 import urllib.error
@@ -110,33 +111,40 @@ class Http:
                 what: str | None = None, follow: int = 0) -> Answer:
         """One request and its answer, whatever its status.  A 2xx body is bounded as for
         `fetch` (another status's by `limit`, else 1 MiB); a 3xx is refused unless `follow`
-        allows it: then up to `follow` redirects are taken, each to https:// (or loopback),
-        without `Authorization` when the scheme or host changes."""
+        allows it: then up to `follow` redirects are taken, each to https:// (plain http only
+        when the request began on loopback), without `Authorization` when the scheme or host
+        changes.  A redirect target is named in messages without its query (a pre-signed
+        URL's signature is a credential)."""
         sent = dict(headers or {})
+        plain_start = urllib.parse.urlsplit(url).scheme == "http"
+        label = url
         for hop in range(follow + 1):
-            answer = self._once(method, url, sent, data, limit, size, sink, what)
+            answer = self._once(method, url, sent, data, limit, size, sink, what, label)
             if not 300 <= answer.status < 400:
                 return answer
             target = urllib.parse.urljoin(url, answer.header("Location") or "")
+            shown = without_query(target)
             if hop == follow:
                 break
             if urllib.parse.urlsplit(target).scheme != "https":
                 try:
                     check_url(target)
+                    if not plain_start:
+                        raise NetworkError(target)
                 except NetworkError:
-                    raise NetworkError(f"{url}: redirected to {target}, not HTTPS") from None
+                    raise NetworkError(f"{label}: redirected to {shown}, not HTTPS") from None
             if urllib.parse.urlsplit(target)[:2] != urllib.parse.urlsplit(url)[:2]:
                 sent = {k: v for k, v in sent.items() if k.lower() != "authorization"}
-            url = target
+            url, label = target, shown
         if follow:
-            raise NetworkError(f"{url}: more than {follow} redirects")
-        raise NetworkError(f"{url}: redirected to {target}; acxfs follows no redirects")
+            raise NetworkError(f"{label}: more than {follow} redirects")
+        raise NetworkError(f"{label}: redirected to {shown}; acxfs follows no redirects")
 
     def _once(self, method: str, url: str, headers: Mapping[str, str],
               data: bytes | IO[bytes] | None, limit: int | None, size: int | None,
-              sink: Callable[[bytes], None] | None, what: str | None) -> Answer:
+              sink: Callable[[bytes], None] | None, what: str | None, label: str) -> Answer:
         check_url(url)
-        self.refuse_offline(what or url, url)
+        self.refuse_offline(what or label, label)
         request = urllib.request.Request(
             url, data=data, method=method,
             headers={"Accept-Encoding": "identity", "User-Agent": "acxfs", **self.headers,
@@ -146,20 +154,21 @@ class Http:
         except urllib.error.HTTPError as exc:
             try:
                 body = b"" if 300 <= exc.code < 400 or method == "HEAD" else \
-                    self._read(exc, url, MIB if limit is None else min(limit, MIB), None, None)
+                    self._read(exc, label, MIB if limit is None else min(limit, MIB), None,
+                               None)
             finally:
                 exc.close()
             return Answer(exc.code, body, exc.headers, url, str(exc.reason or ""))
         except urllib.error.URLError as exc:
-            raise self._failure(url, exc.reason) from None
-        except (OSError, ValueError) as exc:
-            raise self._failure(url, exc) from None
+            raise self._failure(label, exc.reason) from None
+        except (OSError, ValueError, http.client.HTTPException) as exc:
+            raise self._failure(label, exc) from None
         with response:
             if method == "HEAD":
                 return Answer(response.status, b"", response.headers, url, response.reason)
             if limit is None and size is None:
                 limit = MIB
-            return Answer(response.status, self._read(response, url, limit, size, sink),
+            return Answer(response.status, self._read(response, label, limit, size, sink),
                           response.headers, url, response.reason)
 
     def _failure(self, url: str, reason: object) -> NetworkError:
@@ -171,6 +180,8 @@ class Http:
             return NetworkError(f"{url}: TLS failed ({reason.reason or reason})")
         if isinstance(reason, OSError):
             return NetworkError(f"{url}: {reason.strerror or reason}")
+        if isinstance(reason, http.client.HTTPException):
+            return NetworkError(f"{url}: not an HTTP answer ({type(reason).__name__})")
         return NetworkError(f"{url}: {reason}")
 
     def _read(self, response: IO[bytes], url: str, limit: int | None, size: int | None,
@@ -196,7 +207,7 @@ class Http:
                     parts.append(chunk)
         except TimeoutError:
             raise NetworkError(f"{url}: no answer in {self.timeout:g} s") from None
-        except OSError as exc:
+        except (OSError, http.client.HTTPException) as exc:
             raise self._failure(url, exc) from None
         if size is not None and got != size:
             raise SourceError(f"{url}: {got} bytes, not {size}")
@@ -207,6 +218,13 @@ class Http:
         if size is not None:
             return SourceError(f"{url}: more than {size} bytes, its stated size")
         return SourceError(f"{url}: over {mib(bound)}")
+
+
+def without_query(url: str) -> str:
+    """`url` as messages name it: no query, no fragment, no user information."""
+    parts = urllib.parse.urlsplit(url)
+    netloc = parts.netloc.rpartition("@")[2]
+    return urllib.parse.urlunsplit((parts.scheme, netloc, parts.path, "", ""))
 
 
 def _length(response: IO[bytes]) -> int | None:

@@ -74,7 +74,6 @@ def test_plain_http_to_another_host_is_refused(host: str) -> None:
     "oci://-registry.example.com/foo",
     "oci://registry.example.com:99999/foo",
     "oci://registry.example.com:0/foo",
-    "oci://user@registry.example.com/foo",
     "oci://registry.example.com/foo?x=1",
     "https://registry.example.com/foo",
     "oci://registry.example.com/" + "a/" * 130 + "a",
@@ -101,3 +100,24 @@ def test_a_key_is_a_repository_without_tag_or_digest() -> None:
     assert not oci_key(f"oci://ghcr.io/me/research@{DIGEST}")
     assert not oci_key("oci://GHCR.io/me/research")  # not as acxfs records it
     assert not oci_key("oci+http://example.com/me/research")
+
+
+def test_user_information_in_a_reference_is_never_echoed() -> None:
+    with pytest.raises(EnvironmentProblem) as refused:
+        parse_ref("oci://user:hunter2@registry.example.com/foo")
+    assert "hunter2" not in str(refused.value)
+    assert str(refused.value) == (f"oci://***@registry.example.com/foo: not an OCI reference "
+                                  f"({SHAPE})")
+
+
+@pytest.mark.parametrize(("text", "key"), [
+    ("oci://Registry.Example.com:443/foo", "oci://registry.example.com/foo"),
+    ("oci://registry.example.com:0443/foo:1.0.0", "oci://registry.example.com/foo"),
+    ("oci://registry.example.com:05000/foo", "oci://registry.example.com:5000/foo"),
+    ("oci+http://127.0.0.1:080/foo", "oci+http://127.0.0.1:80/foo"),
+    ("oci://registry-1.docker.io/alpine", "oci://docker.io/library/alpine"),
+    ("oci://index.docker.io/me/tools", "oci://docker.io/me/tools"),
+])
+def test_one_registry_has_one_key_however_it_is_spelled(text: str, key: str) -> None:
+    """The memory and policy of a repository cannot be sidestepped by another spelling."""
+    assert parse_ref(text).key == key

@@ -11,7 +11,14 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.oci_library import OciMachine, holdings, oci_machines, push
+from tests.support.oci_library import (
+    OciMachine,
+    holdings,
+    manifest_doc,
+    oci_machines,
+    plant,
+    push,
+)
 from tests.support.projects import PUBLISHER, pack, skill_text
 from tests.support.registry import Registry, registry
 
@@ -132,3 +139,22 @@ def test_latest_is_still_followed_after_it_moved_to_a_release_the_library_knows(
         assert current(one)[:2] == ("1.1.0", f"latest@{known}")
         release(one, tmp_path, reg, "1.2.0")  # latest has not moved
         assert "up to date" in check(one, 0)
+
+
+def test_latest_re_pushed_with_the_same_bundle_is_no_update(tmp_path: Path) -> None:
+    """Another manifest under `latest` whose layer is the installed file (annotations
+    changed, say): nothing to install, so `update --check` says up to date and `update`
+    succeeds without a change."""
+    with registry(tmp_path, tls=False) as reg, oci_machines(tmp_path, "one") as (one,):
+        one.ok("keygen")
+        release(one, tmp_path, reg, "1.1.0", tag="latest")
+        one.ok("add", reg.ref(REPO, tag="latest"))
+        before = current(one)
+        doc = manifest_doc(reg.client(), REPO, "latest")
+        annotations = doc["annotations"]
+        assert isinstance(annotations, dict)
+        doc["annotations"] = {**annotations, "org.example.note": "re-pushed"}
+        plant(reg.client(), REPO, "latest", doc)
+        assert "up to date" in check(one, 0)
+        assert "up to date" in one.ok("update")
+        assert current(one) == before

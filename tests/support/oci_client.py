@@ -83,6 +83,7 @@ class Client:
     ca: Path | None = None
     user: tuple[str, str] | None = None
     tokens: dict[str, str] = field(default_factory=dict)  # scope -> bearer token
+    basic_seen: bool = False  # the registry asked for Basic: send it from then on
 
     def _context(self) -> ssl.SSLContext | None:
         return ssl.create_default_context(cafile=str(self.ca)) if self.ca else None
@@ -126,7 +127,8 @@ class Client:
             found = re.match(r"/v2/(.+)/(?:manifests|blobs|tags|referrers)/", path)
             actions = "pull" if method in ("GET", "HEAD") else "pull,push"
             scope = f"repository:{found.group(1)}:{actions}" if found else ""
-        auth = f"Bearer {self.tokens[scope]}" if scope in self.tokens else None
+        auth = f"Bearer {self.tokens[scope]}" if scope in self.tokens else (
+            self._basic() if self.basic_seen else None)  # a body never races a 401 answer
         for attempt in range(2):
             request = urllib.request.Request(url, data=body, method=method,
                                              headers=dict(headers or {}))
@@ -138,6 +140,7 @@ class Client:
                 return answer
             kind, params = parse_challenge(challenge)
             if kind == "basic":
+                self.basic_seen = True
                 auth = self._basic()
                 if auth is None:
                     return answer

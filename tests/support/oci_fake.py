@@ -53,7 +53,7 @@ class FakeRegistry:
     blobs: dict[str, bytes] = field(default_factory=dict)  # digest -> bytes (any repository)
     lie: dict[str, bytes] = field(default_factory=dict)  # digest or tag -> bytes served instead
     stall: set[str] = field(default_factory=set)  # digests or tags that stall
-    redirect: dict[str, str] = field(default_factory=dict)  # manifest ref -> 307 Location
+    redirect: dict[str, str] = field(default_factory=dict)  # manifest ref, blob -> 307 to
     page_size: int | None = None  # tags/list page size (None: one page, unless ?n=)
     base: str = ""  # while running: https://127.0.0.1:PORT
     server: Scripted = field(init=False)
@@ -116,6 +116,8 @@ class FakeRegistry:
                                        "Docker-Content-Digest": digest_of(data)})
 
     def blob(self, digest: str) -> Reply:
+        if digest in self.redirect:
+            return Reply(307, headers={"Location": self.redirect[digest], **API})
         if digest not in self.blobs:
             return unknown("BLOB_UNKNOWN")
         return self.served(digest, self.blobs[digest], {

@@ -32,6 +32,7 @@ AZP_ARTIFACT = "application/vnd.azphalt.package"
 DSSE = "application/vnd.dsse.envelope.v1+json"
 MANIFEST_BYTES = 4 * MIB
 LAYER_BYTES = 1024 * MIB
+JSON_DEPTH = 32  # the deepest nesting of a registry's JSON acxfs reads
 TYPES = {"acx": (ACX_ARTIFACT, ACX_LAYER), "azp": (AZP_ARTIFACT, AZP_ARTIFACT)}
 EMPTY_DESCRIPTOR: dict[str, object] = {"mediaType": EMPTY, "digest": EMPTY_DIGEST, "size": 2,
                                        "data": "e30="}
@@ -132,7 +133,7 @@ class Artifact:
 
 def _json(data: bytes, where: str) -> dict[str, object]:
     try:
-        return strict_json.loads_object(data)
+        return strict_json.loads_object(data, JSON_DEPTH)
     except ValueError as exc:
         raise SourceError(f"{where}: the manifest is {exc}") from None
 
@@ -146,10 +147,12 @@ def parse_artifact(data: bytes, where: str) -> Artifact:
     artifact_type = doc.get("artifactType")
     fmt = next((f for f, (a, _) in TYPES.items() if a == artifact_type), None)
     if fmt is None:
-        raise SourceError(f"{where}: not an acxfs artifact (artifactType {artifact_type})")
+        raise SourceError(f"{where}: not an acxfs artifact (artifactType "
+                          f"{artifact_type if isinstance(artifact_type, str) else 'absent'})")
     config = doc.get("config")
     if not isinstance(config, dict) or (config.get("mediaType"), config.get("digest"),
-                                        config.get("size")) != (EMPTY, EMPTY_DIGEST, 2):
+                                        config.get("size"), config.get("data", "e30=")) != (
+                                            EMPTY, EMPTY_DIGEST, 2, "e30="):
         raise SourceError(f"{where}: manifest config: not the empty descriptor")
     layers = doc.get("layers")
     if not isinstance(layers, list) or len(layers) != 1 or not isinstance(layers[0], dict):

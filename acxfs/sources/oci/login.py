@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import base64
 import binascii
-import json
 import os
 import subprocess
 import urllib.parse
@@ -22,7 +21,8 @@ from pathlib import Path
 from acxfs.errors import NetworkError
 from acxfs.paths import home
 from acxfs.safe import strict_json
-from acxfs.sources.http import MIB, Http, check_url
+from acxfs.sources.http import LOOPBACK, MIB, Http, check_url, without_query
+from acxfs.sources.oci.artifact import JSON_DEPTH
 from acxfs.sources.oci.reference import OciRef
 
 CONFIG_BYTES = MIB
@@ -127,7 +127,7 @@ def _read_config(path: Path) -> dict[str, object] | None:
     if len(data) > CONFIG_BYTES:
         raise NetworkError(f"{path}: over 1 MiB")
     try:
-        return strict_json.loads_object(data)
+        return strict_json.loads_object(data, JSON_DEPTH)
     except ValueError as exc:
         raise NetworkError(f"{path}: {exc}") from None
 
@@ -165,9 +165,9 @@ def _from_helper(name: str, ref: OciRef, timeout: float) -> Credentials | None:
         raise NetworkError(f"{program}: {reason.splitlines()[0] if reason else 'failed'} "
                            f"(exit {done.returncode})")
     try:
-        doc = json.loads(out)
+        doc = strict_json.loads_object(out.encode(), JSON_DEPTH)
         user, secret = doc["Username"], doc["Secret"]
-    except (ValueError, KeyError, TypeError, IndexError):
+    except (ValueError, KeyError):
         raise NetworkError(f"{program}: its answer is not {{Username, Secret}} JSON") from None
     if not isinstance(user, str) or not isinstance(secret, str):
         raise NetworkError(f"{program}: its answer is not {{Username, Secret}} JSON")
@@ -203,13 +203,15 @@ class Login:
         if challenge is None or challenge.scheme not in ("basic", "bearer"):
             raise NetworkError(f"{host}: the registry answered 401 without a Basic or Bearer "
                                "challenge")
-        creds = self._credentials()
         if challenge.scheme == "basic":
+            creds = self._credentials()
             if creds is None:
                 raise self._login_needed()
             self.basic = creds.basic()
             return
-        self.tokens[scope] = "Bearer " + self._token(challenge, scope, creds)
+        realm = self._realm(challenge)  # refused before any credential is read
+        self.tokens[scope] = "Bearer " + self._token(realm, challenge, scope,
+                                                     self._credentials())
 
     def _login_needed(self) -> NetworkError:
         if self.ref.plain:
@@ -226,12 +228,21 @@ class Login:
             self.read = True
         return self.credentials
 
-    def _token(self, challenge: Challenge, scope: str, creds: Credentials | None) -> str:
+    def _realm(self, challenge: Challenge) -> str:
+        """The token realm: https://, or plain http only for a registry on loopback."""
         realm = challenge.params.get("realm", "")
+        shown = without_query(realm) or "(no realm)"
         try:
             parts = check_url(realm)
         except NetworkError:
-            raise NetworkError(f"{realm or '(no realm)'}: token realm is not HTTPS") from None
+            raise NetworkError(f"{shown}: token realm is not HTTPS") from None
+        if parts.scheme != "https" and self.ref.hostname not in LOOPBACK:
+            raise NetworkError(f"{shown}: token realm is not HTTPS")
+        return realm
+
+    def _token(self, realm: str, challenge: Challenge, scope: str,
+               creds: Credentials | None) -> str:
+        parts = urllib.parse.urlsplit(realm)
         query = {"scope": scope}
         if "service" in challenge.params:
             query["service"] = challenge.params["service"]
@@ -244,13 +255,14 @@ class Login:
                 raise NetworkError(f"{self.ref.host}: the registry refused the credentials "
                                    "(401)")
             raise self._login_needed()
+        shown = without_query(realm)
         if answer.status != 200:
-            raise NetworkError(f"{realm}: HTTP {answer.status}")
+            raise NetworkError(f"{shown}: HTTP {answer.status}")
         try:
-            doc = strict_json.loads(answer.body.decode("utf-8"))
-        except (UnicodeDecodeError, ValueError):
+            doc: dict[str, object] | None = strict_json.loads_object(answer.body, JSON_DEPTH)
+        except ValueError:
             doc = None
-        token = doc.get("token") or doc.get("access_token") if isinstance(doc, dict) else None
+        token = doc.get("token") or doc.get("access_token") if doc is not None else None
         if not isinstance(token, str) or not token or not token.isprintable():
-            raise NetworkError(f"{realm}: its answer holds no token")
+            raise NetworkError(f"{shown}: its answer holds no token")
         return token

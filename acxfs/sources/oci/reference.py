@@ -4,8 +4,10 @@ Invariant: a reference is accepted only in the distribution spec's form (REPO by
 path-component pattern, TAG by its tag pattern, a digest as `sha256:` and 64 lowercase hex
 digits, a PORT from 1 to 65535); `oci+http://` (plain HTTP) only for a loopback host,
 refused before any connection.
-Its `key` (`oci://HOST/REPO`) is what acxfs records, remembers and what policy compares.
-`docker.io` is asked as `registry-1.docker.io` (one-segment repositories under `library/`)
+Its `key` (`oci://HOST/REPO`) is what acxfs records, remembers and what policy compares, in
+one spelling per registry (lowercase, no default `:443`, no leading zeros in a port).
+`docker.io` (also spelled `registry-1.docker.io` or `index.docker.io`) is asked as
+`registry-1.docker.io` (one-segment repositories under `library/`)
 and its credentials are found under `https://index.docker.io/v1/`, as docker does.
 """
 
@@ -91,18 +93,37 @@ def _host_ok(host: str) -> bool:
     return found is not None and (found["port"] is None or 0 < int(found["port"]) < 65536)
 
 
+def _canonical_host(host: str, https: bool) -> str:
+    name, port = host, ""
+    if not host.endswith("]") and ":" in host:
+        name, _, digits = host.rpartition(":")
+        port = "" if https and int(digits) == 443 else f":{int(digits)}"
+    if name in (DOCKER_HUB_API, "index.docker.io"):
+        name = DOCKER_HUB
+    return name + port
+
+
+def _redacted(text: str) -> str:
+    """`text` with any user information before the host replaced (never echo a password)."""
+    scheme, sep, rest = text.partition("://")
+    authority, slash, path = rest.partition("/")
+    if "@" in authority:
+        authority = "***@" + authority.rpartition("@")[2]
+    return f"{scheme}{sep}{authority}{slash}{path}"
+
+
 def parse_ref(text: str) -> OciRef:
     """`text` as an OCI reference (EnvironmentProblem, or NetworkError for plain HTTP to a
     host that is not loopback)."""
     scheme = next((s for s in SCHEMES if text.startswith(s)), None)
-    bad = EnvironmentProblem(f"{text}: not an OCI reference ({SHAPE})")
+    bad = EnvironmentProblem(f"{_redacted(text)}: not an OCI reference ({SHAPE})")
     if scheme is None:
         raise bad
     rest = text[len(scheme):]
     host, slash, path = rest.partition("/")
     if not slash or not _host_ok(host):
         raise bad
-    host = host.lower()
+    host = _canonical_host(host.lower(), scheme == "oci://")
     digest = tag = None
     if "@" in path:
         path, _, digest = path.partition("@")

@@ -11,7 +11,6 @@ be the one sent.  Registry errors are one line: `REF: CODE: message`.
 
 from __future__ import annotations
 
-import json
 import re
 import urllib.parse
 from collections.abc import Callable, Mapping
@@ -19,8 +18,9 @@ from dataclasses import dataclass, field
 from typing import IO
 
 from acxfs.errors import NetworkError, SourceError
-from acxfs.sources.http import Answer, Http
-from acxfs.sources.oci.artifact import INDEX, MANIFEST, MANIFEST_BYTES, digest_of
+from acxfs.safe import strict_json
+from acxfs.sources.http import Answer, Http, without_query
+from acxfs.sources.oci.artifact import INDEX, JSON_DEPTH, MANIFEST, MANIFEST_BYTES, digest_of
 from acxfs.sources.oci.login import Login
 from acxfs.sources.oci.reference import OciRef
 
@@ -54,8 +54,9 @@ class Repository:
              size: int | None = None, sink: Callable[[bytes], None] | None = None,
              follow: int = 0, rewind: Callable[[], None] | None = None) -> Answer:
         """`method url`, answered by a login after a 401 and asked once more.  A URL the
-        registry points elsewhere (an upload's `Location`, a next page's `Link`) on another
-        origin than its API gets no credentials and no login."""
+        registry points elsewhere (an upload's `Location`, a next page's `Link`, a blob's
+        redirect) on another origin than its API gets no credentials, and a 401 from there
+        is answered by no login: it is refused."""
         what = self.ref.text
         if self.http.offline:
             raise NetworkError(f"{what} needs a download from {self.ref.host}; offline")
@@ -64,7 +65,10 @@ class Repository:
             sent = {**(headers or {}), **(self.login.header(self.scope) if own else {})}
             answer = self.http.request(method, url, headers=sent, data=data, limit=limit,
                                        size=size, sink=sink, what=what, follow=follow)
-            if answer.status != 401 or attempt or not own:
+            if answer.status == 401 and not (own and _origin(answer.url) == _origin(url)):
+                raise NetworkError(f"{without_query(answer.url)}: HTTP 401 (acxfs logs in "
+                                   f"only to {self.ref.host} itself)")
+            if answer.status != 401 or attempt:
                 if answer.status == 401:
                     self.login.answer(answer.header("WWW-Authenticate"), self.scope)
                 return answer
@@ -117,12 +121,11 @@ class Repository:
             if answer.status != 200:
                 raise self.refused(answer, self.ref.key)
             try:
-                doc = json.loads(answer.body.decode("utf-8"))
-                page = doc.get("tags") or []
-            except (UnicodeDecodeError, ValueError, AttributeError):
-                raise SourceError(f"{url}: not a tag list") from None
+                page = strict_json.loads_object(answer.body, JSON_DEPTH).get("tags") or []
+            except ValueError:
+                raise SourceError(f"{without_query(url)}: not a tag list") from None
             if not isinstance(page, list) or not all(isinstance(t, str) for t in page):
-                raise SourceError(f"{url}: not a tag list")
+                raise SourceError(f"{without_query(url)}: not a tag list")
             found += page
             link = _NEXT.search(answer.header("Link") or "")
             if link is None:
@@ -199,10 +202,9 @@ def _rewind(body: IO[bytes] | bytes) -> None:
 def _error_of(body: bytes) -> tuple[str, str]:
     """The first `{"errors": [{"code", "message"}]}` of a registry's answer."""
     try:
-        doc = json.loads(body.decode("utf-8"))
-        first = doc["errors"][0]
+        first = strict_json.loads_object(body, JSON_DEPTH)["errors"][0]  # type: ignore[index]
         code, message = first.get("code"), first.get("message")
-    except (UnicodeDecodeError, ValueError, KeyError, IndexError, TypeError, AttributeError):
+    except (ValueError, KeyError, IndexError, TypeError, AttributeError):
         return "", ""
     if not isinstance(code, str) or not code.isprintable():
         return "", ""

@@ -22,7 +22,7 @@ from acxfs.errors import EnvironmentProblem, NetworkError, SourceError
 from acxfs.sources.http import Http
 from acxfs.sources.memory import Published, SourceMemory
 from acxfs.sources.oci.artifact import Artifact, digest_of, parse_artifact
-from acxfs.sources.oci.reference import DIGEST_RE, OciRef, version_tag
+from acxfs.sources.oci.reference import DIGEST_RE, TAG_RE, OciRef, version_tag
 from acxfs.sources.oci.repository import Repository
 from acxfs.sources.release import Lifecycle, Release
 from acxfs.sources.spec import SourceSpec
@@ -139,7 +139,7 @@ class OciSource:
         tags = sorted(self.repo.tags())
         releases = []
         for tag in tags:
-            version = tag_version(tag)
+            version = tag_version(tag) if TAG_RE.fullmatch(tag) else None
             if version is not None and not semver.parse(version).is_prerelease:
                 releases.append((semver.parse(version), tag))
         if not releases:
@@ -157,10 +157,15 @@ class OciSource:
                               f"the manifest's {release.digest[7:]}")
 
     def confirm(self, release: Release, identity: str, version: str, signed: str,
-                layer: str) -> str | None:
-        """Refuse signed facts that disagree with the request or the repository's memory;
-        accept them (for `remember`) otherwise.  Returns a note for a re-pushed release."""
+                layer: str, is_format: Callable[[str], bool]) -> str | None:
+        """Refuse a bundle of another format than its manifest's media types name, and signed
+        facts that disagree with the request or the repository's memory; accept them (for
+        `remember`) otherwise.  Returns a note for a re-pushed release."""
         where = self.where(release)
+        artifact = self.artifacts.get(split_coordinate(release.coordinate)[1])
+        if artifact is not None and not is_format(artifact.format):
+            raise SourceError(f"{where}: the layer is not the {artifact.format} bundle its "
+                              f"manifest's artifactType names")
         if release.name and identity != release.name:
             raise SourceError(f"{where} is signed as {identity} {version}, not {release.name}")
         carries = self.memory.identity or self.accepted_identity
