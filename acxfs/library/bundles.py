@@ -8,6 +8,7 @@ and never changed.  What is checked is what is served.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 from collections.abc import Callable
@@ -32,6 +33,13 @@ class Checked:
     revision: Revision
     report: Report
     new_file: bool  # False: the same bytes were already in the store
+
+    def discard(self, paths: LibraryPaths) -> None:
+        """Remove the store copy this check brought (a refusal after the check), if any;
+        a file that was already in the store stays."""
+        if self.new_file:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(paths.store / self.revision.file)
 
 
 def untrusted(where: str, exc: UntrustedError, file: bool) -> RefusedError:

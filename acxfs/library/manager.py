@@ -12,7 +12,6 @@ after what a dead or unreachable one left on the mountpoint was unmounted.
 from __future__ import annotations
 
 import contextlib
-import os
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -255,8 +254,7 @@ class Library:
                     raise RefusedError(f"{file}: skill {skill!r} is already offered by {owner}; "
                                        "two bundles cannot serve one skill name")
         except RefusedError:
-            if result.new_file:
-                os.unlink(self.paths.store / rev.file)
+            result.discard(self.paths)
             raise
         return result
 
@@ -264,9 +262,7 @@ class Library:
         """Take back a change refused before its intent was written: the store copies it
         brought go, and the daemon (when it `loaded` them) drops what it loaded for it."""
         for c in checked:
-            if c.new_file:
-                with contextlib.suppress(FileNotFoundError):
-                    os.unlink(self.paths.store / c.revision.file)
+            c.discard(self.paths)
         if loaded:
             with contextlib.suppress(AcxfsError):
                 self._sync()

@@ -375,8 +375,7 @@ class Projects:
                                f"{exc.verdict.line}; {NO_TRUST}",
                                exit_code=exc.verdict.exit_code) from exc
         if result.revision.digest != entry.sha256:  # changed between the search and the copy
-            if result.new_file:
-                os.unlink(paths.store / result.revision.file)
+            result.discard(paths)
             raise RefusedError(f"{found}: changed while acxfs copied it; nothing changed")
         return result
 

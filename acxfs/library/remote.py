@@ -168,8 +168,7 @@ class Fetch:
                                   f"sha256:{rev.digest}",
                                   lambda name: formats.named(result.report, name))
         except SourceError:
-            if result.new_file:
-                os.unlink(self.paths.store / rev.file)
+            result.discard(self.paths)
             raise
         if note is not None:
             self.note(note)
@@ -202,8 +201,7 @@ class Fetch:
                 raise SourceError(f"{where}: signed manifest {rev.manifest}, index.json names "
                                   f"{release.digest}")
         except SourceError:
-            if result.new_file:
-                os.unlink(self.paths.store / rev.file)
+            result.discard(self.paths)
             raise
         life = release.lifecycle.describe() if release.lifecycle else None
         revision = dataclasses.replace(rev, source=spec.key, coordinate=release.coordinate,
