@@ -27,7 +27,6 @@ import contextlib
 import json
 import os
 import shutil
-import socket
 import ssl
 import stat
 import subprocess
@@ -42,6 +41,8 @@ from pathlib import Path
 import pytest
 import yaml
 
+from scripts.bench_oci.registry import config as plain_config
+from scripts.bench_oci.registry import free_port, stop
 from tests.support.oci_client import Client
 from tests.support.oci_token import ISSUER, SERVICE, TokenServer
 from tests.support.servers import Reply, Scripted, Seen, make_ca
@@ -60,12 +61,6 @@ def binary() -> str:
             pytest.fail(message)
         pytest.skip(message)
     return found
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 @dataclass
@@ -191,18 +186,14 @@ def htpasswd(path: Path, users: dict[str, str]) -> None:
 
 def config(work: Path, port: int, root: Path, tls: tuple[Path, Path] | None, auth: str | None,
            realm: str | None, ca: Path | None, blob_url: str | None) -> dict[str, object]:
-    """The registry's configuration (version 0.1), quiet and on 127.0.0.1:PORT."""
-    http: dict[str, object] = {"addr": f"127.0.0.1:{port}", "secret": "acxfs-test-secret",
-                               "headers": {"X-Content-Type-Options": ["nosniff"]}}
+    """The registry's configuration (version 0.1), quiet and on 127.0.0.1:PORT: the
+    benchmark's, with TLS, a login and the redirect middleware as asked."""
+    cfg = plain_config(port, root)
+    http = cfg["http"]
+    assert isinstance(http, dict)
+    http["headers"] = {"X-Content-Type-Options": ["nosniff"]}
     if tls is not None:
         http["tls"] = {"certificate": str(tls[0]), "key": str(tls[1])}
-    cfg: dict[str, object] = {
-        "version": 0.1,
-        "log": {"level": "error", "accesslog": {"disabled": True}},
-        "storage": {"filesystem": {"rootdirectory": str(root)}, "delete": {"enabled": True},
-                    "maintenance": {"uploadpurging": {"enabled": False}}},
-        "http": http,
-    }
     if auth == "htpasswd":
         cfg["auth"] = {"htpasswd": {"realm": "acxfs-test", "path": str(work / "htpasswd")}}
     elif auth == "token":
@@ -234,17 +225,6 @@ def wait_ready(reg: Registry, timeout: float = READY) -> None:
         time.sleep(0.05)
     raise AssertionError(f"{BINARY} did not answer {reg.base}/v2/ ({last}; exit "
                          f"{reg.process.poll()}):\n{reg.stderr()}")
-
-
-def stop(process: subprocess.Popen[bytes]) -> None:
-    """Terminate by pid, then kill; waits for it."""
-    if process.poll() is None:
-        process.terminate()
-        try:
-            process.wait(timeout=5)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait(timeout=10)
 
 
 @contextlib.contextmanager
