@@ -5,6 +5,7 @@ keyid after the check, local files, an index too old, an unusable policy, withdr
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import subprocess
@@ -109,12 +110,18 @@ def test_the_system_policy_applies_too(root: Path, tmp_path: Path) -> None:
     system.mkdir()
     (system / "policy.json").write_text(json.dumps(
         {"schemaVersion": "acxfs.policy/1", "sources": ["https://only.example.com/"]}))
-    os.makedirs("/etc/acxfs", exist_ok=True)  # the mount point; its contents stay the host's
+    made = not os.path.lexists("/etc/acxfs")  # the mount point; its contents stay the host's
+    os.makedirs("/etc/acxfs", exist_ok=True)
     command = " ".join([*acxfs_command(), "add", NAME, "--from", str(root)])
-    result = subprocess.run(
-        ["unshare", "-m", "sh", "-c",
-         f"mount --make-rprivate / && mount --bind {system} /etc/acxfs && exec {command}"],
-        capture_output=True, text=True, timeout=60, check=False)
+    try:
+        result = subprocess.run(
+            ["unshare", "-m", "sh", "-c",
+             f"mount --make-rprivate / && mount --bind {system} /etc/acxfs && exec {command}"],
+            capture_output=True, text=True, timeout=60, check=False)
+    finally:
+        if made:
+            with contextlib.suppress(OSError):  # only while empty: never the host's own
+                os.rmdir("/etc/acxfs")
     assert result.returncode == 1, result
     assert result.stderr.strip() == (f"acxfs: error: /etc/acxfs/policy.json: source {root} "
                                      "is not allowed")
