@@ -61,6 +61,8 @@ def follow_of(text: str) -> str | None:
 
 @dataclass
 class OciSource:
+    """One OCI repository for one command: what each request names, checked against memory."""
+
     spec: SourceSpec
     http: Http
     memory: SourceMemory
