@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 
+from scripts.bench_oci.registry import stop
 from tests.support.oci_library import (
     OciMachine,
     fake_with,
@@ -26,7 +27,7 @@ from tests.support.oci_library import (
 )
 from tests.support.projects import PUBLISHER, init_repo, one_line_error, pack
 from tests.support.projects import tree_through_links as tree
-from tests.support.registry import Registry, registry, stop
+from tests.support.registry import Registry, registry
 
 pytestmark = [pytest.mark.fuse, pytest.mark.slow]
 
