@@ -2,8 +2,9 @@
 
 Invariant: a bundle is served only after this process itself checked its store file (its
 sha256 against the digest its name records, structure, signature, trust against the trust
-store as it is now, identity, signed release and skills as the library recorded them), and
-only at a path that nests with no other served bundle's; from then on every byte is verified
+store as it is now, identity, signed release and skills as the library recorded them), while
+the policy in effect (`policy.json`) allows its source, publisher and key, and only at a path
+that nests with no other served bundle's; from then on every byte is verified
 when read, as in any acxfs mount.  A bundle that fails its check is not served and the reason
 is kept for `acxfs list`.  The daemon takes changes only over its control channel
 (`control.py`), from its owner.  A daemon whose control socket is gone, or the stale mount of
@@ -26,7 +27,7 @@ from pathlib import Path
 from acxfs import formats
 from acxfs.container import Report
 from acxfs.content.cache import VerifiedCache, process_cache
-from acxfs.errors import AcxfsError, DaemonDown, UntrustedError
+from acxfs.errors import AcxfsError, DaemonDown, TrustConfigError, UntrustedError
 from acxfs.library import agent_links, guard
 from acxfs.library.control import ControlClient, ControlServer, Op
 from acxfs.library.state import LibraryState, Revision, load_state
@@ -37,6 +38,7 @@ from acxfs.mount.records import read_state
 from acxfs.mount.router import Mounted
 from acxfs.mount.table import canonical, live_mounts
 from acxfs.paths import LibraryPaths
+from acxfs.sources.policy import load_policy
 from acxfs.trust.policy import TrustContext
 from acxfs.trust.store import load_trust
 
@@ -70,6 +72,16 @@ class LibraryDaemon:
 
     def _trust(self) -> TrustContext:
         return load_trust(store=self.trust_dir)
+
+    def _barred(self) -> Callable[[Revision], str | None]:
+        """Why the policy in effect now bars a revision (None: it allows it); an unusable
+        policy bars every one, as it stops every library command."""
+        try:
+            policy = load_policy(self.trust_dir)
+        except TrustConfigError as exc:
+            reason = str(exc)
+            return lambda rev: reason
+        return lambda rev: policy.refusal_of(rev.source, rev.publisher, rev.keyid)
 
     def _prefix(self, file: str, report: Report, expected: Revision | None) -> str:
         """The path a verified store file is served under (AcxfsError unless `report` is
@@ -162,10 +174,13 @@ class LibraryDaemon:
 
     def initial(self, state: LibraryState) -> list[Mounted]:
         """Check every installed revision before the mount exists."""
-        trust = self._trust()
+        trust, barred = self._trust(), self._barred()
         revisions = list(state.revisions())
         read_ahead(self.paths.store, [rev.file for rev in revisions])
         for rev in revisions:
+            if (why := barred(rev)) is not None:
+                self.refused[rev.prefix] = why
+                continue
             try:
                 self._attach(self.open_revision(rev.file, trust, rev), rev.file)
             except (AcxfsError, OSError, ValueError) as exc:
@@ -182,8 +197,12 @@ class LibraryDaemon:
         for prefix in list(self.refused):
             if prefix not in wanted:
                 del self.refused[prefix]
-        trust = self._trust()
+        trust, barred = self._trust(), self._barred()
         for prefix, rev in wanted.items():
+            if (why := barred(rev)) is not None:
+                self._detach(prefix)
+                self.refused[prefix] = why
+                continue
             if prefix in self.served and not recheck:
                 continue
             try:

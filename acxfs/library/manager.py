@@ -370,6 +370,7 @@ class Library:
                                              f"{answer.get('error')}")
             elif running:  # with -f too: one daemon per library, and a service sees success
                 self.say(f"the library daemon already serves {self.paths.mnt}")
+                self._sync()  # what the policy now bars goes, what it allows again comes
             else:
                 self._clear_orphan()
             if not running and not foreground:

@@ -17,7 +17,7 @@ import pytest
 from scripts.mounting import acxfs, acxfs_command
 from tests.sources.test_acx_registry_install import NAME, refused
 from tests.support import acx_registry as reg
-from tests.support.library import agent_dirs, ok
+from tests.support.library import agent_dirs, listing, ok
 from tests.support.servers import Scripted, files_route
 
 pytestmark = [pytest.mark.fuse, pytest.mark.slow, pytest.mark.usefixtures("library_stops")]
@@ -129,15 +129,24 @@ def test_the_system_policy_applies_too(root: Path, tmp_path: Path) -> None:
 
 def test_up_unlinks_what_the_policy_no_longer_allows_and_links_it_again(
         root: Path, isolated_user_state: Path) -> None:
+    """The daemon stops serving the bundle's bytes too (not only its links go): an agent that
+    kept the path, or guesses it, reads nothing more the policy no longer allows (what the
+    kernel already holds of a file read before stays readable: verified, immutable pages)."""
     ok(acxfs("add", NAME, "--from", root))
     link = agent_dirs()[0] / "helper-skill"
+    served = Path(os.readlink(link))  # nothing read through it yet
     path = policy(isolated_user_state, publishers=["com.example"])
     result = acxfs("up")
     assert result.returncode == 0, result
-    assert f"not serving {NAME}: {path}: publisher {reg.PUBLISHER} is not allowed; links " \
-        "removed" in result.stderr, result.stderr
+    why = f"{path}: publisher {reg.PUBLISHER} is not allowed"
+    assert f"not serving {NAME}: {why}; links removed" in result.stderr, result.stderr
     assert not link.exists()
+    [bundle] = listing()["bundles"]
+    assert (bundle["served"], bundle["why"]) == (False, why)
+    with pytest.raises(OSError):
+        (served / "SKILL.md").read_bytes()
     path.unlink()
     result = acxfs("up")
     assert f"serving {NAME} again; linked" in result.stderr, result.stderr
     assert link.is_symlink()
+    assert (link / "SKILL.md").read_bytes().startswith(b"---\n")
