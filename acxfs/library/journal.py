@@ -1,19 +1,20 @@
 """One change of the library at a time, and every change finished once begun.
 
-Invariant: the library changes only under `locked`; a change of more than one step is
-written down whole (`Intent`: the links to make, re-point and remove, the state to commit,
-the store files to delete, the temporary name each link step may use, a project's exclude
-lines and lock) and synced before its first step, and every step is idempotent, so `recover`
-can always carry an interrupted change to its end.  A change killed before its intent was
-written left the old library (an unrecorded store file is removed as an orphan); one killed
-after it is finished by the next command or `acxfs up`.  A link step an agent directory
-refuses (read-only, full) turns the change around: the intent is marked undone and the steps
-taken are taken back, newest first, before the state is committed, so agents see the old
-library or the new one, never a mix; a kill while undoing is undone again by the next
-command.  Temporary entries a killed step left in an agent directory are removed by the
-names the intent gave them.  The intent is read back as untrusted input
-(`acxfs.safe.own_files`), the state it holds included, before its first step: a damaged one
-stops the command with one line (`acxfs repair` gives it up).
+Invariant: the library changes only under `locked`; a change of more than one step is written
+down whole (`Intent`: the links to make, re-point and remove, the state to commit, the store
+files to delete, the temporary name each link step may use, a project's exclude lines and
+lock) and synced before its first step, and every step is idempotent, so `recover` can always
+carry an interrupted change to its end.  A change killed before its intent was written left
+the old library (an unrecorded store file is removed as an orphan, unless the state itself is
+gone while acxfs's links point into the library: then the store is kept for `acxfs repair`);
+one killed after it is finished by the next command or `acxfs up`.  A link step an agent
+directory refuses (read-only, full) turns the change around: the intent is marked undone and
+the steps taken are taken back, newest first, before the state is committed, so agents see the
+old library or the new one, never a mix; a kill while undoing is undone again by the next
+command.  Temporary entries a killed step left in an agent directory are removed by the names
+the intent gave them.  The intent is read back as untrusted input (`acxfs.safe.own_files`),
+the state it holds included, before its first step: a damaged one stops the command with one
+line (`acxfs repair` gives it up).
 """
 
 from __future__ import annotations
@@ -397,7 +398,9 @@ def _delete_from_store(paths: LibraryPaths, names: list[str]) -> None:
 
 def _remove_orphans(paths: LibraryPaths) -> bool:
     """Remove the store files no state names (copies of an `add` killed before it wrote its
-    intent); whether there were any."""
+    intent); whether there were any.  With no state at all while links of acxfs in the
+    agent directories point into the library, the state was lost, not never written: the
+    store is what `acxfs repair` rebuilds it from, so nothing is removed (DamagedState)."""
     state = load_state(paths.state)
     keep = state.store_files() if state else set()
     store = guard.open_store(paths)
@@ -407,5 +410,20 @@ def _remove_orphans(paths: LibraryPaths) -> bool:
         orphans = [name for name in os.listdir(store) if name not in keep]
     finally:
         os.close(store)
+    if state is None and orphans and _links_into(paths.mnt, Places.of(paths.root)):
+        raise DamagedState(str(paths.state), "(the file)",
+                           f"missing, while {len(orphans)} store files are there and links "
+                           "of acxfs point into the library")
     _delete_from_store(paths, orphans)
     return bool(orphans)
+
+
+def _links_into(mnt: Path, places: Places) -> bool:
+    """Whether any agent directory of this home holds a link into the library's `mnt`."""
+    inside = f"{mnt}{os.sep}"
+    for directory in sorted(places.agent_directories):
+        with contextlib.suppress(OSError), os.scandir(directory) as entries:
+            for entry in entries:
+                if entry.is_symlink() and os.readlink(entry.path).startswith(inside):
+                    return True
+    return False

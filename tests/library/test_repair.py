@@ -134,3 +134,22 @@ def test_repair_gives_up_a_damaged_intent_and_finishes_the_update_from_its_links
             assert os.readlink(d / skill) == str(data_dir() / "mnt" / PAIR / bundle["path"]
                                                  .rsplit("/", 1)[1] / skill)
             assert (d / skill / "SKILL.md").read_text().startswith("---\nname: ")
+
+
+def test_a_lost_library_json_never_costs_the_store(tmp_path: Path, local_key: None) -> None:
+    """`library.json` deleted by hand, then the command anyone runs first (`acxfs list`): the
+    store is what repair rebuilds the library from, so it is kept and the command says the
+    state is damaged; repair then brings every bundle back."""
+    _, before = _library(tmp_path)
+    store = sorted(p.name for p in (data_dir() / "store").iterdir())
+    (data_dir() / "library.json").unlink()
+    for command in (("list",), ("add", pack(tmp_path, "delta", artifact="other"))):
+        refused = acxfs(*command, timeout=30)
+        assert refused.returncode == 2, refused
+        [line] = refused.stderr.splitlines()
+        assert line == (f"acxfs: error: {data_dir() / 'library.json'} is damaged: (the file): "
+                        f"missing, while {len(store)} store files are there and links of acxfs "
+                        "point into the library; see docs/library.md (recovering the library)")
+        assert sorted(p.name for p in (data_dir() / "store").iterdir()) == store
+    ok(acxfs("repair", timeout=60))
+    assert summary(listing()) == before
