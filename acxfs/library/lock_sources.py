@@ -15,7 +15,7 @@ import os
 from collections.abc import Callable
 
 from acxfs import sources
-from acxfs.errors import NetworkError, SourceError
+from acxfs.errors import SourceError
 from acxfs.library import lockfile
 from acxfs.library.bundles import Checked, import_staged
 from acxfs.library.lockfile import LockEntry
@@ -40,7 +40,7 @@ def is_registry(source: str) -> bool:
 
 def fetch_locked(entry: LockEntry, registries: list[str], paths: LibraryPaths,
                  trust: TrustContext, http: Http, policy: Policy,
-                 lock_path: str = "acxfs.lock") -> Checked | None:
+                 lock_path: str) -> Checked | None:
     """The locked bytes of `entry` from the first source that has them, checked in full; None
     when the entry has no origin or no source offers its file."""
     origin = lockfile.origin_of(entry.source_file)
@@ -78,11 +78,8 @@ def _from_oci(entry: LockEntry, origin: str, digest: str, mirrors: list[str],
     refs = list(dict.fromkeys(parse_ref(text).at_tag(None) for text in [*mirrors, origin]))
     for ref in refs:
         policy.check_source(ref.key)
-        if http.offline:
-            raise NetworkError(f"{ref.at_digest(digest).text} needs a download from "
-                               f"{ref.host}; offline")
         repo = Repository(ref, http)
-        body = repo.manifest(digest)
+        body = repo.manifest(digest)  # offline: refused, naming REPO@DIGEST
         if body is not None:
             return _locked_layer(entry, repo, body, ref.at_digest(digest).text, paths, trust,
                                  lock_path)

@@ -21,16 +21,15 @@ from pathlib import Path
 
 from acxfs import semver
 from acxfs.container import SEGMENT_RE
-from acxfs.errors import LockError, NetworkError
+from acxfs.errors import LockError
 from acxfs.formats import FORMATS
 from acxfs.safe import dirs as safe_dirs
 from acxfs.safe import files as safe_files
 from acxfs.safe import strict_json
 from acxfs.safe.dirs import current_umask
 from acxfs.skills import valid_name
-from acxfs.sources.http import check_url
-from acxfs.sources.oci.reference import DIGEST_RE, TAG_RE, oci_key, version_tag
-from acxfs.sources.oci.source import tag_version
+from acxfs.sources.http import may_ask
+from acxfs.sources.oci.reference import DIGEST_RE, TAG_RE, oci_key, tag_version, version_tag
 from acxfs.trust.policy import valid_publisher
 
 NAME = "acxfs.lock"
@@ -315,13 +314,7 @@ def _oci_source(source: dict[str, object], version: str, at: str, where: Path) -
 
 
 def _base_url(base: object) -> bool:
-    if not isinstance(base, str) or not base.endswith("/"):
-        return False
-    try:
-        check_url(base)
-    except NetworkError:
-        return False
-    return True
+    return isinstance(base, str) and base.endswith("/") and may_ask(base)
 
 
 def _names(value: object, ok: Callable[[str], bool], at: str, problem: str,

@@ -126,13 +126,9 @@ class Http:
             shown = without_query(target)
             if hop == follow:
                 break
-            if urllib.parse.urlsplit(target).scheme != "https":
-                try:
-                    check_url(target)
-                    if not plain_start:
-                        raise NetworkError(target)
-                except NetworkError:
-                    raise NetworkError(f"{label}: redirected to {shown}, not HTTPS") from None
+            if urllib.parse.urlsplit(target).scheme != "https" and not (
+                    plain_start and may_ask(target)):
+                raise NetworkError(f"{label}: redirected to {shown}, not HTTPS")
             if urllib.parse.urlsplit(target)[:2] != urllib.parse.urlsplit(url)[:2]:
                 sent = {k: v for k, v in sent.items() if k.lower() != "authorization"}
             url, label = target, shown
@@ -218,6 +214,15 @@ class Http:
         if size is not None:
             return SourceError(f"{url}: more than {size} bytes, its stated size")
         return SourceError(f"{url}: over {mib(bound)}")
+
+
+def may_ask(url: str) -> bool:
+    """Whether `check_url` admits `url` (plain http: loopback only)."""
+    try:
+        check_url(url)
+    except NetworkError:
+        return False
+    return True
 
 
 def without_query(url: str) -> str:

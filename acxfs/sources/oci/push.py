@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO
 
-from acxfs import formats, semver
+from acxfs import formats
 from acxfs.errors import EnvironmentProblem, RefusedError, SourceError
 from acxfs.safe.inputs import open_input
 from acxfs.sources.http import CHUNK, Http
@@ -37,7 +37,7 @@ from acxfs.sources.oci.artifact import (
     referrer_manifest,
     with_referrer,
 )
-from acxfs.sources.oci.reference import OciRef, version_tag
+from acxfs.sources.oci.reference import OciRef, tag_version, version_tag
 from acxfs.sources.oci.repository import Repository
 from acxfs.trust.policy import TrustContext
 
@@ -47,7 +47,6 @@ class Pushed:
     ref: OciRef  # REPO@sha256:M
     identity: str
     version: str
-    uploaded: bool  # False: the registry held this manifest already
 
     @property
     def line(self) -> str:
@@ -68,9 +67,8 @@ def push(bundle: str, ref: OciRef, trust: TrustContext, http: Http) -> Pushed:
                                "accepts", exit_code=verdict.exit_code)
         identity = formats.identity(report)
         facts = formats.facts(report)
-        fmt = formats.detect(str(copy)).name
         tag = version_tag(identity.version)
-        if ref.tag is not None and ref.tag != tag and semver.is_semver(ref.tag.replace("_", "+")):
+        if ref.tag is not None and ref.tag != tag and tag_version(ref.tag) is not None:
             raise SourceError(f"{ref.text}: {bundle} is {identity.name} {identity.version}; a "
                               "version tag is the signed version")
         size = copy.stat().st_size
@@ -78,15 +76,14 @@ def push(bundle: str, ref: OciRef, trust: TrustContext, http: Http) -> Pushed:
                         tuple(sorted(formats.skills(report))), facts.created, facts.description,
                         facts.license, identity.publisher, facts.rom_manifest,
                         facts.spec_version)
-        manifest = bundle_manifest(fmt, layer, size, labels)
+        manifest = bundle_manifest(report.format, layer, size, labels)
         digest = digest_of(manifest)
         repo = Repository(ref.at_tag(None), http, push=True)
         held = repo.manifest(tag)
         if held is not None and digest_of(held) != digest:
             raise SourceError(f"{ref.at_tag(tag).text} already names {digest_of(held)}, not "
                               f"{digest}; published versions are immutable")
-        uploaded = held is None
-        if uploaded:
+        if held is None:
             _blob(repo, EMPTY_DIGEST, len(EMPTY_BYTES), lambda: EMPTY_BYTES)
             _blob(repo, layer, size, lambda: open(copy, "rb"))  # noqa: SIM115 (closed by upload)
             repo.put_manifest(tag, manifest)
@@ -96,7 +93,7 @@ def push(bundle: str, ref: OciRef, trust: TrustContext, http: Http) -> Pushed:
                 repo.put_manifest(ref.tag, manifest)
         if facts.envelope is not None:
             _refer(repo, manifest, facts.envelope)
-    return Pushed(ref.at_digest(digest), identity.name, identity.version, uploaded)
+    return Pushed(ref.at_digest(digest), identity.name, identity.version)
 
 
 def _copy(bundle: str, copy: Path) -> str:

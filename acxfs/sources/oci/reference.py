@@ -16,6 +16,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, replace
 
+from acxfs import semver
 from acxfs.errors import EnvironmentProblem, NetworkError
 from acxfs.sources.http import LOOPBACK
 
@@ -85,6 +86,13 @@ class OciRef:
 def version_tag(version: str) -> str:
     """The tag a signed version is published under (`+` is not a tag character: `_`)."""
     return version.replace("+", "_")
+
+
+def tag_version(tag: str) -> str | None:
+    """The SemVer version a tag names (`_` for `+`: `version_tag` reversed), None for another
+    tag."""
+    text = tag.replace("_", "+")
+    return text if semver.is_semver(text) else None
 
 
 def _host_ok(host: str) -> bool:

@@ -52,12 +52,14 @@ class Repository:
     def call(self, method: str, url: str, *, headers: Mapping[str, str] | None = None,
              data: bytes | IO[bytes] | None = None, limit: int | None = None,
              size: int | None = None, sink: Callable[[bytes], None] | None = None,
-             follow: int = 0, rewind: Callable[[], None] | None = None) -> Answer:
+             follow: int = 0, rewind: Callable[[], None] | None = None,
+             what: str | None = None) -> Answer:
         """`method url`, answered by a login after a 401 and asked once more.  A URL the
         registry points elsewhere (an upload's `Location`, a next page's `Link`, a blob's
         redirect) on another origin than its API gets no credentials, and a 401 from there
-        is answered by no login: it is refused."""
-        what = self.ref.text
+        is answered by no login: it is refused.  `what` names the request when offline
+        (default: the repository)."""
+        what = what or self.ref.text
         if self.http.offline:
             raise NetworkError(f"{what} needs a download from {self.ref.host}; offline")
         own = _origin(url) == _origin(self.ref.api)
@@ -88,11 +90,9 @@ class Repository:
     def manifest(self, reference: str, accept: str = f"{MANIFEST}, {INDEX}") -> bytes | None:
         """The manifest `reference` (a tag or a digest) names, None when the registry has
         none; by digest, only bytes that hash to it."""
-        where = self.ref.text if reference in (self.ref.tag, self.ref.digest) else \
-            (self.ref.at_digest(reference).text if reference.startswith("sha256:")
-             else self.ref.at_tag(reference).text)
+        where = self._named(reference)
         answer = self.call("GET", self.url(f"manifests/{reference}"),
-                           headers={"Accept": accept}, limit=MANIFEST_BYTES)
+                           headers={"Accept": accept}, limit=MANIFEST_BYTES, what=where)
         if answer.status == 404:
             return None
         if answer.status != 200:
@@ -105,10 +105,14 @@ class Repository:
     def require_manifest(self, reference: str) -> bytes:
         body = self.manifest(reference)
         if body is None:
-            where = self.ref.at_digest(reference) if reference.startswith("sha256:") else \
-                self.ref.at_tag(reference)
-            raise SourceError(f"{where.text}: MANIFEST_UNKNOWN: manifest unknown")
+            raise SourceError(f"{self._named(reference)}: MANIFEST_UNKNOWN: manifest unknown")
         return body
+
+    def _named(self, reference: str) -> str:
+        """REPO:TAG or REPO@DIGEST, as refusals name a manifest."""
+        if reference.startswith("sha256:"):
+            return self.ref.at_digest(reference).text
+        return self.ref.at_tag(reference).text
 
     def tags(self) -> list[str]:
         """Every tag, page by page (`Link: rel="next"`), at most 100 pages of 4 MiB."""

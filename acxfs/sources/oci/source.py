@@ -22,16 +22,10 @@ from acxfs.errors import EnvironmentProblem, NetworkError, SourceError
 from acxfs.sources.http import Http
 from acxfs.sources.memory import Published, SourceMemory
 from acxfs.sources.oci.artifact import Artifact, digest_of, parse_artifact
-from acxfs.sources.oci.reference import DIGEST_RE, TAG_RE, OciRef, version_tag
+from acxfs.sources.oci.reference import DIGEST_RE, TAG_RE, OciRef, tag_version, version_tag
 from acxfs.sources.oci.repository import Repository
 from acxfs.sources.release import Lifecycle, Release
 from acxfs.sources.spec import SourceSpec
-
-
-def tag_version(tag: str) -> str | None:
-    """The SemVer version a tag names (`_` for `+`), None for another tag."""
-    text = tag.replace("_", "+")
-    return text if semver.is_semver(text) else None
 
 
 def coordinate(tag: str | None, manifest: str) -> str:
@@ -108,10 +102,7 @@ class OciSource:
             return self._by_digest(name, version)
         tag = self._newest() if version is None else (
             version_tag(version) if semver.is_semver(version) else version)
-        if self.http.offline:
-            raise NetworkError(f"{self.ref.at_tag(tag).text} needs a download from "
-                               f"{self.ref.host}; offline")
-        body = self.repo.require_manifest(tag)
+        body = self.repo.require_manifest(tag)  # offline: refused, naming REPO:TAG
         return self._release(name, tag, body)
 
     def _by_digest(self, name: str, digest: str) -> Release:
