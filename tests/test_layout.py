@@ -375,3 +375,46 @@ def test_no_script_imports_the_tests() -> None:
 def test_an_import_of_the_tests_is_found() -> None:
     text = "import tests.support\nfrom tests import x\nfrom testsuite import y\nimport os\n"
     assert _imports_tests(text) == [1, 2]
+
+
+# The skills library's own layers, lowest first: each part imports only parts on its left.
+LIBRARY_LAYERS = (("links",), ("store",), ("changes",), ("serving",), ("manager",),
+                  ("projects", "updates"), ("report", "repair"))
+
+
+def _library_part(module: str) -> str | None:
+    """The part of the library (`acxfs.library.PART[.MODULE]`) a module belongs to."""
+    parts = module.split(".")
+    return parts[2] if len(parts) > 2 and parts[:2] == ["acxfs", "library"] else None
+
+
+def _upward_library_imports(graph: dict[str, set[str]]) -> list[str]:
+    """`importer -> imported` for every import from a library part to one of the same or a
+    higher layer than its own (a part's modules may import each other)."""
+    rank = {part: i for i, layer in enumerate(LIBRARY_LAYERS) for part in layer}
+    found = []
+    for module, edges in graph.items():
+        mine = _library_part(module)
+        for edge in edges:
+            theirs = _library_part(edge)
+            if mine is None or theirs is None or theirs == mine:
+                continue
+            if theirs not in rank or mine not in rank or rank[theirs] >= rank[mine]:
+                found.append(f"{module} -> {edge}")
+    return sorted(found)
+
+
+def test_the_library_parts_import_one_way() -> None:
+    """links < store < changes < serving < manager < projects, updates < report, repair."""
+    assert _upward_library_imports(_package_graph()) == []
+
+
+def test_an_upward_library_import_is_found() -> None:
+    graph = {"acxfs.library.store.state": {"acxfs.library.changes.journal"},
+             "acxfs.library.changes.journal": {"acxfs.library.store.state"},
+             "acxfs.library.updates.a": {"acxfs.library.projects.b"},
+             "acxfs.library.odd.x": {"acxfs.library.links.agents"}}
+    assert _upward_library_imports(graph) == [
+        "acxfs.library.odd.x -> acxfs.library.links.agents",
+        "acxfs.library.store.state -> acxfs.library.changes.journal",
+        "acxfs.library.updates.a -> acxfs.library.projects.b"]

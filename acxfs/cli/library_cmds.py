@@ -13,13 +13,13 @@ import os
 
 from acxfs.cli.common import SubParsers, add_command, say
 from acxfs.errors import EnvironmentProblem
-from acxfs.library import remote, updates
-from acxfs.library.agents import agent_names, help_table
-from acxfs.library.lock_sources import is_registry
+from acxfs.library.links.agents import agent_names, help_table
 from acxfs.library.manager import Library
-from acxfs.library.project import Projects
+from acxfs.library.projects.lock_sources import is_registry
+from acxfs.library.projects.project import Projects
 from acxfs.library.repair import repair
 from acxfs.library.report import describe_library, render_library
+from acxfs.library.updates import remote, updates
 from acxfs.paths import trust_dir
 from acxfs.sources.http import DEFAULT_TIMEOUT
 from acxfs.sources.oci.reference import is_oci, parse_ref

@@ -1,7 +1,7 @@
 """`acxfs service install` and `acxfs service remove`: the library daemon as a systemd user
 service, so the library is back after a reboot.
 
-Invariant: each command makes one call into `acxfs.library.service` and prints what it did
+Invariant: each command makes one call into `acxfs.library.serving.service` and prints what it did
 and what the user runs next; nothing here writes a file itself.
 """
 
@@ -12,7 +12,7 @@ import shlex
 
 from acxfs.cli.common import SubParsers, add_command
 from acxfs.errors import EnvironmentProblem
-from acxfs.library import service
+from acxfs.library.serving import service
 from acxfs.text import printable
 
 

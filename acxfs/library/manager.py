@@ -25,20 +25,15 @@ from acxfs.errors import (
     RefusedError,
     UntrustedError,
 )
-from acxfs.library import (
-    agent_links,
-    agents,
-    daemon,
-    guard,
-    journal,
-    owners,
-    project_plan,
-    versions,
-)
-from acxfs.library.bundles import Checked, import_bundle, untrusted
-from acxfs.library.control import ControlClient
-from acxfs.library.plan import Plan
-from acxfs.library.state import LibraryState, Link, Revision, load_state
+from acxfs.library.changes import journal, project_plan
+from acxfs.library.changes.plan import Plan
+from acxfs.library.links import agent_links, agents, guard
+from acxfs.library.links.agent_links import Link
+from acxfs.library.serving import daemon
+from acxfs.library.serving.control import ControlClient
+from acxfs.library.store import owners, versions
+from acxfs.library.store.bundles import Checked, import_bundle, untrusted
+from acxfs.library.store.state import LibraryState, Revision, load_state
 from acxfs.paths import LibraryPaths, library_paths, trust_dir
 from acxfs.paths import home as user_home
 from acxfs.sources.policy import Policy

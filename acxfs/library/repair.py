@@ -24,16 +24,17 @@ from pathlib import Path
 
 from acxfs import formats, semver
 from acxfs.errors import AcxfsError, DaemonDown, DamagedState, ForeignDirectory, UnsafePathError
-from acxfs.library import agent_links, guard, journal
-from acxfs.library.agents import AGENTS
-from acxfs.library.control import ControlClient
+from acxfs.library.changes import journal
+from acxfs.library.changes.plan import target
+from acxfs.library.links import agent_links, guard
+from acxfs.library.links.agent_links import Link
+from acxfs.library.links.agents import AGENTS
 from acxfs.library.manager import Library
-from acxfs.library.plan import target
-from acxfs.library.state import (
+from acxfs.library.serving.control import ControlClient
+from acxfs.library.store.state import (
     Floor,
     Installed,
     LibraryState,
-    Link,
     Places,
     Revision,
     load_state,

@@ -10,9 +10,11 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from acxfs.library import agent_links, journal, lockfile
+from acxfs.library.changes import journal
+from acxfs.library.links import agent_links
 from acxfs.library.manager import Library
-from acxfs.library.state import LibraryState, Revision
+from acxfs.library.store import lockfile
+from acxfs.library.store.state import LibraryState, Revision
 from acxfs.sources.oci.reference import is_oci
 from acxfs.sources.oci.source import reference_of
 from acxfs.text import printable

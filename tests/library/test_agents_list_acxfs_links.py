@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from acxfs.library.agents import AGENTS, CLAUDE, SHARED, Agent, proven_with, readers
+from acxfs.library.links.agents import AGENTS, CLAUDE, SHARED, Agent, proven_with, readers
 from scripts.mounting import acxfs
 from tests.support import agents
 from tests.support.agent_setup import require, write_skill

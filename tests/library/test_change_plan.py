@@ -1,6 +1,7 @@
-"""The library's change planner (`acxfs.library.plan`), without a file touched: which links an
-install, an update, a revert, a suspension and a resumption make, re-point and remove, which
-store files the change frees, how the floor moves, and that the state before is never changed.
+"""The library's change planner (`acxfs.library.changes.plan`), without a file touched:
+which links an install, an update, a revert, a suspension and a resumption make, re-point
+and remove, which store files the change frees, how the floor moves, and that the state
+before is never changed.
 """
 
 from __future__ import annotations
@@ -11,8 +12,9 @@ from pathlib import Path
 import pytest
 
 from acxfs.errors import RefusedError
-from acxfs.library.plan import Plan, target
-from acxfs.library.state import Floor, Installed, LibraryState, Link, Places, Revision
+from acxfs.library.changes.plan import Plan, target
+from acxfs.library.links.agent_links import Link
+from acxfs.library.store.state import Floor, Installed, LibraryState, Places, Revision
 
 MNT = Path("/lib/mnt")
 AGENTS = Path("/home/u/.agents/skills")

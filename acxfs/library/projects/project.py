@@ -16,14 +16,17 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from acxfs.errors import AcxfsError, EnvironmentProblem, LockError, RefusedError, UntrustedError
-from acxfs.library import agent_links, git_exclude, journal, lockfile, project_plan
-from acxfs.library.bundles import Checked, check_stored, import_bundle
-from acxfs.library.git_exclude import WorkTree
-from acxfs.library.lock_sources import fetch_locked, is_registry, origin_for
-from acxfs.library.lockfile import PROJECT_AGENTS, Lock, LockEntry
+from acxfs.library.changes import journal, project_plan
+from acxfs.library.changes.project_plan import ProjectPlan, Wanted
+from acxfs.library.links import agent_links, git_exclude
+from acxfs.library.links.agent_links import Link
+from acxfs.library.links.git_exclude import WorkTree
 from acxfs.library.manager import Library, Remote
-from acxfs.library.project_plan import ProjectPlan, Wanted
-from acxfs.library.state import LibraryState, Link, Project, ProjectBundle, Revision
+from acxfs.library.projects.lock_sources import fetch_locked, is_registry, origin_for
+from acxfs.library.store import lockfile
+from acxfs.library.store.bundles import Checked, check_stored, import_bundle
+from acxfs.library.store.lockfile import PROJECT_AGENTS, Lock, LockEntry
+from acxfs.library.store.state import LibraryState, Project, ProjectBundle, Revision
 from acxfs.semver import parse as parse_version
 from acxfs.sources.http import Http
 from acxfs.text import printable

@@ -22,7 +22,8 @@ from pathlib import Path
 from acxfs import formats, semver
 from acxfs.container import SEGMENT_RE
 from acxfs.errors import EnvironmentProblem
-from acxfs.library.agents import AGENTS
+from acxfs.library.links.agent_links import Link
+from acxfs.library.links.agents import AGENTS
 from acxfs.paths import home as user_home
 from acxfs.safe import dirs as safe_dirs
 from acxfs.safe import files as safe_files
@@ -36,19 +37,6 @@ from acxfs.sources.release import PULLED, Lifecycle
 
 SCHEMA = "acxfs.library/1"
 STATUSES = ("deprecated", "superseded", *PULLED)
-
-
-@dataclass(frozen=True)
-class Link:
-    """A symlink acxfs made: `directory/name -> target`."""
-
-    directory: str
-    name: str
-    target: str
-
-    @property
-    def path(self) -> Path:
-        return Path(self.directory) / self.name
 
 
 @dataclass(frozen=True)

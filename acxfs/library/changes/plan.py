@@ -14,8 +14,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from acxfs.errors import RefusedError
-from acxfs.library import journal, owners, versions
-from acxfs.library.state import Installed, LibraryState, Link, Revision
+from acxfs.library.changes import journal
+from acxfs.library.links.agent_links import Link
+from acxfs.library.store import owners, versions
+from acxfs.library.store.state import Installed, LibraryState, Revision
 
 
 def target(mnt: Path, rev: Revision, skill: str) -> str:

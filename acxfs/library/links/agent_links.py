@@ -17,13 +17,26 @@ import errno
 import os
 import stat
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
 from acxfs.errors import AgentDirectoryError, EnvironmentProblem, UnsafePathError
-from acxfs.library.state import Link
 from acxfs.safe import dirs as safe_dirs
 from acxfs.safe import links as safe_links
 from acxfs.safe import ownership
+
+
+@dataclass(frozen=True)
+class Link:
+    """A symlink acxfs made: `directory/name -> target`."""
+
+    directory: str
+    name: str
+    target: str
+
+    @property
+    def path(self) -> Path:
+        return Path(self.directory) / self.name
 
 
 def private_dir(path: Path) -> None:

@@ -18,11 +18,11 @@ from dataclasses import dataclass, field
 
 from acxfs import semver
 from acxfs.errors import RefusedError
-from acxfs.library import journal
+from acxfs.library.changes import journal
+from acxfs.library.changes.plan import Plan
 from acxfs.library.manager import Library
-from acxfs.library.plan import Plan
-from acxfs.library.remote import Fetch, Options, Sources
-from acxfs.library.state import LibraryState, Revision
+from acxfs.library.store.state import LibraryState, Revision
+from acxfs.library.updates.remote import Fetch, Options, Sources
 from acxfs.sources.oci.source import OciSource, follow_of, split_coordinate
 from acxfs.text import printable
 

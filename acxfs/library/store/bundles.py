@@ -17,8 +17,8 @@ from dataclasses import dataclass
 from acxfs import formats
 from acxfs.container import Report
 from acxfs.errors import RefusedError, UntrustedError
-from acxfs.library.agent_links import private_dir
-from acxfs.library.state import Revision, now_text
+from acxfs.library.links.agent_links import private_dir
+from acxfs.library.store.state import Revision, now_text
 from acxfs.paths import LibraryPaths
 from acxfs.safe import dirs as safe_dirs
 from acxfs.safe import files as safe_files

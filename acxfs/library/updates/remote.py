@@ -19,8 +19,8 @@ from dataclasses import dataclass, field
 from acxfs import formats, sources
 from acxfs.errors import NetworkError, RefusedError, SourceError, UntrustedError
 from acxfs.formats import FORMATS
-from acxfs.library.bundles import Checked, check_stored, import_staged, untrusted
-from acxfs.library.state import LibraryState, now_text
+from acxfs.library.store.bundles import Checked, check_stored, import_staged, untrusted
+from acxfs.library.store.state import LibraryState, now_text
 from acxfs.paths import LibraryPaths
 from acxfs.sources.http import DEFAULT_TIMEOUT, Http
 from acxfs.sources.memory import SourceMemory

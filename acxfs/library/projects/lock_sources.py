@@ -16,10 +16,10 @@ from collections.abc import Callable
 
 from acxfs import sources
 from acxfs.errors import SourceError
-from acxfs.library import lockfile
-from acxfs.library.bundles import Checked, import_staged
-from acxfs.library.lockfile import LockEntry
-from acxfs.library.state import Revision
+from acxfs.library.store import lockfile
+from acxfs.library.store.bundles import Checked, import_staged
+from acxfs.library.store.lockfile import LockEntry
+from acxfs.library.store.state import Revision
 from acxfs.paths import LibraryPaths
 from acxfs.sources.http import Http
 from acxfs.sources.oci.artifact import parse_artifact

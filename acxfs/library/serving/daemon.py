@@ -28,9 +28,9 @@ from acxfs import formats
 from acxfs.container import Report
 from acxfs.content.cache import VerifiedCache, process_cache
 from acxfs.errors import AcxfsError, DaemonDown, TrustConfigError, UntrustedError
-from acxfs.library import agent_links, guard
-from acxfs.library.control import ControlClient, ControlServer, Op
-from acxfs.library.state import LibraryState, Revision, load_state
+from acxfs.library.links import agent_links, guard
+from acxfs.library.serving.control import ControlClient, ControlServer, Op
+from acxfs.library.store.state import LibraryState, Revision, load_state
 from acxfs.limits import DEFAULT_LIMITS
 from acxfs.mount import lifecycle
 from acxfs.mount.operations import AcxOperations

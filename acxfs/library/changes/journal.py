@@ -30,11 +30,12 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
 from acxfs.errors import AgentDirectoryError, DamagedState, EnvironmentProblem
-from acxfs.library import agent_links, git_exclude, guard, lockfile
-from acxfs.library.state import (
+from acxfs.library.links import agent_links, git_exclude, guard
+from acxfs.library.links.agent_links import Link
+from acxfs.library.store import lockfile
+from acxfs.library.store.state import (
     MAX_STATE_BYTES,
     LibraryState,
-    Link,
     Places,
     load_state,
     save_state,

@@ -13,7 +13,7 @@ reads; a refusal is a `RefusedError` raised before the change's first step.
 from __future__ import annotations
 
 from acxfs.errors import RefusedError
-from acxfs.library.state import Binding, LibraryState, Revision
+from acxfs.library.store.state import Binding, LibraryState, Revision
 
 
 def binding_of(state: LibraryState, identity: str) -> Binding | None:

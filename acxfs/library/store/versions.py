@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from acxfs import semver
 from acxfs.errors import RefusedError
-from acxfs.library.state import Floor, Installed, Revision
+from acxfs.library.store.state import Floor, Installed, Revision
 
 
 def check_floor(rev: Revision, installed: Installed | None, floor: Floor | None,

@@ -15,12 +15,13 @@ import copy
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from acxfs.library import agent_links, git_exclude
-from acxfs.library.agents import CLAUDE, SHARED
-from acxfs.library.git_exclude import WorkTree
-from acxfs.library.journal import Intent, ProjectFiles
-from acxfs.library.plan import target
-from acxfs.library.state import LibraryState, Link, Project, ProjectBundle, Revision
+from acxfs.library.changes.journal import Intent, ProjectFiles
+from acxfs.library.changes.plan import target
+from acxfs.library.links import agent_links, git_exclude
+from acxfs.library.links.agent_links import Link
+from acxfs.library.links.agents import CLAUDE, SHARED
+from acxfs.library.links.git_exclude import WorkTree
+from acxfs.library.store.state import LibraryState, Project, ProjectBundle, Revision
 
 
 @dataclass(frozen=True)
