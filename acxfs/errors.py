@@ -142,6 +142,11 @@ class RefusedError(AcxfsError):
         self.exit_code = exit_code
 
 
+class KeyChangeError(RefusedError):
+    """A release of an installed identity signed for another publisher, or by another key,
+    than the one the identity is bound to (exit 1)."""
+
+
 class VersionError(InputError, ValueError):
     """Text that is not a SemVer 2.0.0 version."""
 
@@ -156,10 +161,24 @@ class SourceError(RefusedError):
     withdrawn release, a changed coordinate, a download that is not what was named (exit 1)."""
 
 
+class RollbackError(SourceError):
+    """A source's index or ledger older than one acxfs accepted: a rollback or a stale
+    mirror (exit 1)."""
+
+
 class NetworkError(EnvironmentProblem):
     """A source could not be read: no answer, TLS refused, a redirect, a plain-HTTP address
-    that is not loopback, or `--offline` (exit 2)."""
+    that is not loopback, or `--offline` (exit 2).  `retry_after`: the seconds the server
+    asked acxfs to wait before asking again (`Retry-After`), when it said so."""
+
+    def __init__(self, message: str, retry_after: float | None = None) -> None:
+        super().__init__(message)
+        self.retry_after = retry_after
 
 
 class PolicyRefusal(RefusedError):
     """Something the policy in effect (policy.json) does not allow (exit 1)."""
+
+
+class StaleIndexError(PolicyRefusal):
+    """An index generated longer ago than the policy's `maxIndexAgeDays` (exit 1)."""

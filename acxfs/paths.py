@@ -106,6 +106,16 @@ class LibraryPaths:
     def log(self) -> Path:
         return self.root / "daemon.log"
 
+    @property
+    def checks(self) -> Path:
+        """What the last checks of the sources found (`acxfs refresh`, the daemon's timer)."""
+        return self.root / "checks.json"
+
+    @property
+    def http_cache(self) -> Path:
+        """The bodies sources sent last time, for conditional requests."""
+        return self.root / "http-cache"
+
 
 def library_paths() -> LibraryPaths:
     """`$XDG_DATA_HOME/acxfs` (default `~/.local/share/acxfs`)."""

@@ -24,6 +24,7 @@ from acxfs.cli import (
     pack_cmds,
     publish_cmds,
     read_cmds,
+    refresh_cmds,
     service_cmds,
     trust_cmds,
 )
@@ -47,6 +48,7 @@ def build_parser() -> argparse.ArgumentParser:
     trust_cmds.add_commands(subs)
     mount_cmds.add_commands(subs)
     library_cmds.add_commands(subs)
+    refresh_cmds.add_commands(subs)
     service_cmds.add_commands(subs)
     return parser
 

@@ -19,6 +19,7 @@ from acxfs.library.projects.lock_sources import is_registry
 from acxfs.library.projects.project import Projects
 from acxfs.library.repair import repair
 from acxfs.library.report import describe_library, render_library
+from acxfs.library.store.state import UPDATE_MODES
 from acxfs.library.updates import remote, updates
 from acxfs.paths import trust_dir
 from acxfs.sources.http import DEFAULT_TIMEOUT
@@ -64,6 +65,10 @@ def add_commands(subs: SubParsers) -> None:
                    help="install a version below the highest one ever installed, or another "
                    "release under a version number already installed")
     p.add_argument("--allow-key-change", action="store_true", help=_KEY_CHANGE_HELP)
+    p.add_argument("--updates", choices=UPDATE_MODES,
+                   help="what a newer release at its source does: auto (the daemon installs "
+                   "it), notify (acxfs list shows it; the default), off; acxfs refresh "
+                   "--updates MODE NAME changes it later")
     source_options(p)
     p = add_command(subs, "update", "install newer versions of installed bundles (links "
                     "re-pointed in one rename each; the previous revision kept)",
@@ -159,7 +164,8 @@ def _options(args: argparse.Namespace) -> remote.Options:
 def _fetch(library: Library, names: list[str], source: str,
            args: argparse.Namespace) -> remote.Fetch:
     requests = [(*remote.split_name(n), source) for n in names]
-    return remote.Fetch(requests, remote.Sources(_options(args)), library.paths, library.note)
+    return remote.Fetch(requests, remote.Sources(_options(args), cache=library.paths.http_cache),
+                        library.paths, library.note)
 
 
 def _library() -> Library:
@@ -175,11 +181,15 @@ def _pulls(library: Library, refs: list[str], args: argparse.Namespace) -> remot
     for text in refs:
         ref = parse_ref(text)
         requests.append(("", ref.digest or ref.tag, ref.key))
-    return remote.Fetch(requests, remote.Sources(_options(args)), library.paths, library.note)
+    return remote.Fetch(requests, remote.Sources(_options(args), cache=library.paths.http_cache),
+                        library.paths, library.note)
 
 
 def cmd_add(args: argparse.Namespace) -> int:
     library = _library()
+    if args.updates is not None and args.project is not None:
+        raise EnvironmentProblem("--updates is for the user library: a project moves only "
+                                 "with its acxfs.lock")
     if args.source is None:
         files = [b for b in args.bundles if not is_oci(b)]
         pulls = _pulls(library, [b for b in args.bundles if is_oci(b)], args)
@@ -189,14 +199,16 @@ def cmd_add(args: argparse.Namespace) -> int:
             return Projects(library).add(args.project, files, args.agent,
                                          allow_downgrade=args.allow_downgrade, remote=pulls)
         return library.add(files, args.agent, allow_downgrade=args.allow_downgrade,
-                           allow_key_change=args.allow_key_change, remote=pulls)
+                           allow_key_change=args.allow_key_change, remote=pulls,
+                           updates=args.updates)
     if args.project is not None:
         return Projects(library).add(args.project, [], args.agent,
                                      allow_downgrade=args.allow_downgrade,
                                      remote=_fetch(library, args.bundles, args.source, args))
     return library.add([], args.agent, allow_downgrade=args.allow_downgrade,
                        allow_key_change=args.allow_key_change,
-                       remote=_fetch(library, args.bundles, args.source, args))
+                       remote=_fetch(library, args.bundles, args.source, args),
+                       updates=args.updates)
 
 
 def cmd_update(args: argparse.Namespace) -> int:

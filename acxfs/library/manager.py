@@ -116,9 +116,11 @@ class Library:
 
     def add(self, files: list[str], agent_names: list[str] | None,
             allow_downgrade: bool = False, update_only: bool = False,
-            allow_key_change: bool = False, remote: Remote | None = None) -> int:
+            allow_key_change: bool = False, remote: Remote | None = None,
+            updates: str | None = None) -> int:
         """Install each bundle (the files, then what `remote` fetches), or update the
-        installed revision of its identity."""
+        installed revision of its identity; `updates`: the mode each is kept current in
+        (`auto`, `notify`, `off`; None: as it was, `notify` for a new identity)."""
         with journal.locked(self.paths):
             self.recover()
             state = self.state()
@@ -136,6 +138,8 @@ class Library:
                 plan = Plan.of(state)
                 for c in checked:
                     plan.install(c.revision, directories, self.paths.mnt)
+                    if updates is not None:
+                        plan.after.installed[c.revision.identity].updates = updates
                 owners.check_skills(plan.before, plan.after)
                 if remote:
                     remote.record(plan.after)
@@ -312,7 +316,8 @@ class Library:
             identities = [self._removed(state, name, forget) for name in names]
             after = LibraryState(state.trust_dir, dict(state.installed), dict(state.floors),
                                  projects=state.projects, bindings=dict(state.bindings),
-                                 sources=dict(state.sources))
+                                 sources=dict(state.sources),
+                                 refresh_every=state.refresh_every)
             gone: list[Link] = []
             files: list[str] = []
             for identity in dict.fromkeys(identities):

@@ -259,6 +259,8 @@ def _rebuild(library: Library, found: list[Revision], old: LibraryState | None,
              recorded: str) -> _Rebuilt:
     links = _provable_links(library, found)
     rebuilt = _Rebuilt(LibraryState(recorded, {}, dict(old.floors) if old else {}))
+    if old is not None:
+        rebuilt.state.refresh_every = old.refresh_every
     by_identity: dict[str, list[Revision]] = {}
     for rev in found:
         by_identity.setdefault(rev.identity, []).append(rev)
@@ -285,6 +287,8 @@ def _rebuild(library: Library, found: list[Revision], old: LibraryState | None,
             library.note(printable(f"acxfs: note: {identity} {dropped.version} is left out "
                                    "(the library keeps two revisions of an identity)"))
         item = Installed(current, previous)
+        if old is not None and identity in old.installed:
+            item.updates = old.installed[identity].updates
         for link, rev in links:
             if rev.identity != identity:
                 continue

@@ -7,6 +7,7 @@ docs/library.md.
 
 from __future__ import annotations
 
+import datetime as dt
 import os
 from pathlib import Path
 
@@ -14,7 +15,8 @@ from acxfs.library.changes import journal
 from acxfs.library.links import agent_links
 from acxfs.library.manager import Library
 from acxfs.library.store import lockfile
-from acxfs.library.store.state import LibraryState, Revision
+from acxfs.library.store.checks import Checks, load_checks, parse_time
+from acxfs.library.store.state import Installed, LibraryState, Revision
 from acxfs.sources.oci.reference import is_oci
 from acxfs.sources.oci.source import reference_of
 from acxfs.text import printable
@@ -44,6 +46,7 @@ def describe_library(library: Library) -> dict[str, object]:
         state = library.state()
     library.note_trust(state)
     status = library.daemon_status()
+    checks = load_checks(library.paths.checks)
     served = _mapping(status, "served")
     refused = _mapping(status, "refused")
     bundles: list[dict[str, object]] = []
@@ -64,6 +67,7 @@ def describe_library(library: Library) -> dict[str, object]:
                 "served": status is not None and item.previous.prefix in served},
             "links": [{"path": str(link.path), "target": link.target,
                        "state": agent_links.state_of(link)} for link in item.links],
+            **_freshness(checks, identity, item),
         })
     return {
         "library": str(library.paths.root), "trustStore": state.trust_dir,
@@ -76,7 +80,28 @@ def describe_library(library: Library) -> dict[str, object]:
         "projects": _projects(library, state, status, served, refused),
         "publishers": {k: {"publisher": b.publisher, "keyid": b.keyid, "since": b.bound_at}
                        for k, b in sorted(state.bindings.items())},
+        "refreshEvery": state.refresh_every,
+        "lastCheck": checks.last_round,
     }
+
+
+def _freshness(checks: Checks, identity: str, item: Installed) -> dict[str, object]:
+    """What the checks of its source say of an installed identity (`list --json`)."""
+    source = checks.sources.get(item.current.source) if item.current.source else None
+    bundle = checks.bundles.get(identity)
+    error = (bundle.error if bundle else None) or (source.error if source else None)
+    waiting = bundle.update_available if bundle and item.updates != "off" else None
+    return {"updates": item.updates, "checkedAt": source.checked_at if source else None,
+            "checkError": error, "updateAvailable": waiting}
+
+
+def ago(when: str, now: dt.datetime | None = None) -> str:
+    """`when` (ISO 8601 UTC) as people say it: "4 min ago"."""
+    seconds = ((now or dt.datetime.now(dt.UTC)) - parse_time(when)).total_seconds()
+    for unit, size in (("d", 86400), ("h", 3600), ("min", 60)):
+        if seconds >= size:
+            return f"{int(seconds // size)} {unit} ago"
+    return "just now" if seconds < 5 else f"{int(seconds)} s ago"
 
 
 def _projects(library: Library, state: LibraryState, status: dict[str, object] | None,
@@ -88,7 +113,8 @@ def _projects(library: Library, state: LibraryState, status: dict[str, object] |
         bundles: list[dict[str, object]] = []
         for identity, b in sorted(project.bundles.items()):
             rev = b.revision
-            why = _not_served(rev, status, served, refused)
+            why = (f"{b.withdrawn}; project links removed" if b.withdrawn is not None
+                   else _not_served(rev, status, served, refused))
             bundles.append({
                 **_revision_fields(identity, rev), "skills": sorted(rev.skills),
                 "agents": sorted(b.agents), "path": str(library.paths.mnt / rev.prefix),
@@ -137,6 +163,13 @@ def render_library(doc: dict[str, object]) -> str:
             life = f" ({b['lifecycle']})" if b["lifecycle"] else ""
             where = b["reference"] or f"{b['source']} {b['coordinate']}"
             lines.append(f"  from: {where}{life}")
+        if b["source"]:
+            checked = f", checked {ago(b['checkedAt'])}" if b["checkedAt"] else ", not checked yet"
+            lines.append(f"  updates: {b['updates']}{checked}")
+        if b["checkError"]:
+            lines.append(f"  check failed: {b['checkError']}")
+        if b["updateAvailable"]:
+            lines.append(f"  {b['updateAvailable']} waits: acxfs update {b['identity']}")
         if b["previous"]:
             lines.append(f"  previous: {b['previous']['version']} (acxfs revert {b['identity']})")
         for link in b["links"]:

@@ -19,7 +19,7 @@ from acxfs import semver
 from acxfs.errors import NetworkError, SourceError
 from acxfs.safe import strict_json
 from acxfs.sources.acx_index import instant
-from acxfs.sources.http import MIB, Http
+from acxfs.sources.http import MIB, Answer, Http, retry_after_of
 from acxfs.sources.memory import SourceMemory
 from acxfs.sources.release import Lifecycle, Release, choose
 from acxfs.sources.spec import SourceSpec
@@ -149,7 +149,7 @@ class AzphaltRepository:
     def _json(self, url: str) -> dict[str, object]:
         answer = self.http.fetch(url, limit=JSON_LIMIT, errors_ok=True, what=url)
         if answer.status != 200:
-            raise refusal(url, answer.status, answer.body)
+            raise refusal(url, answer)
         try:
             doc = strict_json.loads(answer.body.decode("utf-8"))
         except (UnicodeDecodeError, ValueError) as exc:
@@ -159,11 +159,11 @@ class AzphaltRepository:
         return doc
 
 
-def refusal(url: str, status: int, body: bytes) -> SourceError | NetworkError:
+def refusal(url: str, answer: Answer) -> SourceError | NetworkError:
     """A non-200 answer, with the repository's error envelope when it has one."""
-    code, message = "", ""
+    code, message, status = "", "", answer.status
     try:
-        doc = strict_json.loads(body.decode("utf-8"))
+        doc = strict_json.loads(answer.body.decode("utf-8"))
         error = doc.get("error") if isinstance(doc, dict) else None
         if isinstance(error, dict):
             code, message = str(error.get("code", "")), str(error.get("message", ""))
@@ -172,7 +172,7 @@ def refusal(url: str, status: int, body: bytes) -> SourceError | NetworkError:
     said = f": {code}: {message}" if code or message else ""
     if status in (401, 402):
         return SourceError(f"{url}: refused by the repository (HTTP {status}){said}")
-    return NetworkError(f"{url}: HTTP {status}{said}")
+    return NetworkError(f"{url}: HTTP {status}{said}", retry_after_of(answer))
 
 
 def download(release: Release, http: Http, sink: Callable[[bytes], None]) -> None:
@@ -180,4 +180,4 @@ def download(release: Release, http: Http, sink: Callable[[bytes], None]) -> Non
     answer = http.fetch(release.url, size=release.size, sink=sink, errors_ok=True,
                         what=release.label)
     if answer.status != 200:
-        raise refusal(release.url, answer.status, answer.body)
+        raise refusal(release.url, answer)

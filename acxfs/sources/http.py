@@ -13,6 +13,8 @@ repository or an OCI registry parse what it returns.
 
 from __future__ import annotations
 
+import datetime as dt
+import email.utils
 import http.client
 import os
 import ssl
@@ -25,6 +27,7 @@ from email.message import Message
 from typing import IO
 
 from acxfs.errors import NetworkError, SourceError
+from acxfs.sources.revalidate import Cached, Revalidator
 
 DEFAULT_TIMEOUT = 30.0
 MIB = 1024 * 1024
@@ -77,6 +80,8 @@ class Http:
     timeout: float = DEFAULT_TIMEOUT
     offline: bool = False
     headers: Mapping[str, str] = field(default_factory=dict)
+    revalidator: Revalidator | None = None  # conditional GETs of what was read before
+    received: int = 0  # body bytes read so far (a check's cost)
     _built: urllib.request.OpenerDirector | None = field(default=None, init=False, repr=False,
                                                          compare=False)
 
@@ -102,7 +107,7 @@ class Http:
         is refused unless `errors_ok` (then its body, bounded by `limit`, is returned)."""
         answer = self.request("GET", url, limit=limit, size=size, sink=sink, what=what)
         if answer.status != 200 and not errors_ok:
-            raise NetworkError(f"{url}: HTTP {answer.status} {answer.reason}".rstrip())
+            raise status_error(url, answer)
         return answer
 
     def request(self, method: str, url: str, *, headers: Mapping[str, str] | None = None,
@@ -116,6 +121,9 @@ class Http:
         changes.  A redirect target is named in messages without its query (a pre-signed
         URL's signature is a credential)."""
         sent = dict(headers or {})
+        if method == "GET" and sink is None and size is None and not follow and \
+                self.revalidator is not None:
+            return self._revalidated(url, sent, limit, what)
         plain_start = urllib.parse.urlsplit(url).scheme == "http"
         label = url
         for hop in range(follow + 1):
@@ -135,6 +143,30 @@ class Http:
         if follow:
             raise NetworkError(f"{label}: more than {follow} redirects")
         raise NetworkError(f"{label}: redirected to {shown}; acxfs follows no redirects")
+
+    def _revalidated(self, url: str, headers: dict[str, str], limit: int | None,
+                     what: str | None) -> Answer:
+        """A GET that asks with the validators of the body kept from last time: a `304`
+        answers with that body (as a `200`), a new `200` with validators replaces it."""
+        assert self.revalidator is not None
+        bound = MIB if limit is None else limit
+        accept = headers.get("Accept", "")
+        cached = self.revalidator.get(url, accept, bound)
+        asked = {**headers, **(cached.validators() if cached else {})}
+        answer = self._once("GET", url, asked, None, bound, None, None, what, url)
+        if answer.status == 304 and cached is not None:
+            kept = Message()
+            if cached.content_type:
+                kept["Content-Type"] = cached.content_type
+            for name, value in answer.headers.items():
+                if name.lower() != "content-type":
+                    kept[name] = value
+            return Answer(200, cached.body, kept, url, "OK (not modified)")
+        if answer.status == 200:
+            self.revalidator.put(url, accept, Cached(
+                answer.body, answer.header("ETag"), answer.header("Last-Modified"),
+                answer.header("Content-Type")))
+        return answer
 
     def _once(self, method: str, url: str, headers: Mapping[str, str],
               data: bytes | IO[bytes] | None, limit: int | None, size: int | None,
@@ -195,6 +227,7 @@ class Http:
                 if not chunk:
                     break
                 got += len(chunk)
+                self.received += len(chunk)
                 if got > bound:
                     raise self._too_long(url, bound, size)
                 if sink is not None:
@@ -214,6 +247,29 @@ class Http:
         if size is not None:
             return SourceError(f"{url}: more than {size} bytes, its stated size")
         return SourceError(f"{url}: over {mib(bound)}")
+
+
+def retry_after_of(answer: Answer) -> float | None:
+    """The seconds a `Retry-After` header asks to wait (delta-seconds or an HTTP date)."""
+    value = (answer.header("Retry-After") or "").strip()
+    if not value:
+        return None
+    if value.isdigit():
+        return float(value)
+    try:
+        when = email.utils.parsedate_to_datetime(value)
+    except (TypeError, ValueError):
+        return None
+    if when.tzinfo is None:
+        return None
+    return max(0.0, (when - dt.datetime.now(dt.UTC)).total_seconds())
+
+
+def status_error(url: str, answer: Answer, said: str = "") -> NetworkError:
+    """The line for an answer whose status the caller cannot use, carrying the server's
+    `Retry-After` (`said`: what the server's error body said, else its reason phrase)."""
+    tail = said or f" {answer.reason}".rstrip()
+    return NetworkError(f"{url}: HTTP {answer.status}{tail}", retry_after_of(answer))
 
 
 def may_ask(url: str) -> bool:

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from acxfs.errors import SourceError
+from acxfs.errors import RollbackError, SourceError
 from acxfs.sources.acx_index import instant
 from acxfs.sources.release import Lifecycle
 
@@ -81,7 +81,7 @@ class SourceMemory:
         on = self.generated_seen if kind == "generated" else self.updated_seen
         if accepted is None or allow_stale or instant(seen) >= instant(accepted):
             return
-        raise SourceError(f"{where} ({kind} {seen}) is older than the one accepted on "
+        raise RollbackError(f"{where} ({kind} {seen}) is older than the one accepted on "
                           f"{(on or '?')[:10]} ({accepted}): a rollback or a stale mirror; "
                           "--allow-stale accepts it")
 

@@ -14,7 +14,7 @@ import datetime as dt
 from dataclasses import dataclass
 from pathlib import Path
 
-from acxfs.errors import PolicyRefusal, TrustConfigError
+from acxfs.errors import PolicyRefusal, StaleIndexError, TrustConfigError
 from acxfs.safe import strict_json
 from acxfs.safe.inputs import open_input
 from acxfs.sources.oci.reference import is_oci
@@ -109,7 +109,7 @@ class Policy:
         for r in self.rules:
             if r.max_index_age_days is not None and \
                     now - generated > dt.timedelta(days=r.max_index_age_days):
-                raise PolicyRefusal(f"{r.path}: {where} was generated "
+                raise StaleIndexError(f"{r.path}: {where} was generated "
                                     f"{generated.isoformat()}, more than "
                                     f"{r.max_index_age_days} days ago")
 

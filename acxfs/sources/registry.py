@@ -13,10 +13,10 @@ import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from acxfs.errors import EnvironmentProblem, NetworkError, SourceError
+from acxfs.errors import EnvironmentProblem, SourceError
 from acxfs.safe.inputs import open_input
 from acxfs.sources import acx_index
-from acxfs.sources.http import CHUNK, MIB, Http, mib
+from acxfs.sources.http import CHUNK, MIB, Http, mib, status_error
 from acxfs.sources.memory import SourceMemory
 from acxfs.sources.policy import Policy
 from acxfs.sources.release import Lifecycle, Release, choose
@@ -103,7 +103,7 @@ class AcxRegistry:
             if answer.status == 404:
                 return None
             if answer.status != 200:
-                raise NetworkError(f"{url}: HTTP {answer.status}")
+                raise status_error(url, answer)
             return answer.body
         path = self.spec.where(name)
         try:

@@ -24,11 +24,15 @@ STALL = 20.0  # seconds a stalled answer waits at most
 
 
 @contextlib.contextmanager
-def static_server(directory: Path) -> Iterator[str]:
-    """`python -m http.server --bind 127.0.0.1` over `directory`; yields its base URL."""
+def static_server(directory: Path, log: Path | None = None,
+                  port: int = 0) -> Iterator[str]:
+    """`python -m http.server --bind 127.0.0.1` over `directory` (on `port`, 0: one the
+    kernel picks), its request log (a line per request with its status code) into `log`;
+    yields its base URL."""
+    sink = open(log, "ab") if log is not None else subprocess.DEVNULL  # noqa: SIM115
     proc = subprocess.Popen(
         [sys.executable, "-u", "-m", "http.server", "--bind", "127.0.0.1", "--directory",
-         str(directory), "0"], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+         str(directory), str(port)], stdout=subprocess.PIPE, stderr=sink, text=True)
     try:
         assert proc.stdout is not None
         line = proc.stdout.readline()
@@ -38,6 +42,17 @@ def static_server(directory: Path) -> Iterator[str]:
     finally:
         proc.kill()
         proc.wait(timeout=10)
+        if log is not None:
+            sink.close()  # type: ignore[union-attr]
+
+
+REQUEST_LINE = re.compile(r'"(GET|HEAD) (\S+) HTTP/[\d.]+" (\d{3})')
+
+
+def logged_requests(log: Path) -> list[tuple[str, int]]:
+    """The (path, status) of each request a `static_server` logged, in order."""
+    text = log.read_text(errors="replace") if log.exists() else ""
+    return [(m.group(2), int(m.group(3))) for m in REQUEST_LINE.finditer(text)]
 
 
 @dataclass(frozen=True)

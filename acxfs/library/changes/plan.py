@@ -77,7 +77,7 @@ class Plan:
                     new = Link(directory, skill, target(mnt, rev, skill))
                     self.make.append(new)
                     links.append(new)
-        return Installed(rev, kept, list(item.directories), links)
+        return Installed(rev, kept, list(item.directories), links, updates=item.updates)
 
     def suspend(self, identity: str) -> None:
         """Remove the links of an identity that is not served (its trust changed)."""

@@ -90,6 +90,12 @@ def plan(state: LibraryState, root: Path, wanted: dict[str, Wanted] | None, mnt:
     bundles: dict[str, ProjectBundle] = {}
     new_paths: set[Path] = set()
     for identity, w in sorted((wanted or {}).items()):
+        had = old.bundles.get(identity)
+        if had is not None and had.withdrawn is not None and \
+                had.revision.digest == w.revision.digest:  # its source pulled it: no links
+            bundles[identity] = ProjectBundle(w.revision, w.bytes, sorted(w.agents), w.source,
+                                              [], suspended=True, withdrawn=had.withdrawn)
+            continue
         links = links_of(root, mnt, w.revision, w.agents)
         for link in links:
             new_paths.add(link.path)

@@ -328,6 +328,11 @@ class Projects:
                     lib.policy.check_publisher(rev.publisher)
                     lib.policy.check_keyid(rev.keyid)
                     had = project.bundles.get(entry.identity)
+                    if had is not None and had.withdrawn is not None and \
+                            had.revision.digest == rev.digest:
+                        raise RefusedError(f"{lockfile.path_of(root)}: {had.withdrawn}; "
+                                           "acxfs links no release its source pulled (move "
+                                           "the lock on: acxfs update --project DIR FILE)")
                     if had is not None and had.revision.digest == rev.digest:
                         rev = had.revision  # the same bytes: the same record
                     wanted[entry.identity] = Wanted(rev, entry.bytes, entry.agents,
@@ -434,6 +439,9 @@ class Projects:
                              f"sha256 {have.revision.digest[:12]}...) than in acxfs.lock")
             elif have is None:
                 lines.append(f"{name}: not installed in this project (acxfs sync)")
+            elif have.withdrawn is not None:
+                lines.append(f"{name}: {have.withdrawn}; its project links were removed "
+                             "(move acxfs.lock on: acxfs update --project DIR FILE)")
             elif status is None:
                 lines.append(f"{name}: not served: the library daemon is not running "
                              "(acxfs up)")

@@ -69,6 +69,7 @@ class Op(enum.StrEnum):
     LOAD = "load"  # {"file"}: check and serve one store file -> {"ok", "path"}
     SYNC = "sync"  # serve exactly the library's revisions -> the status
     RELOAD = "reload"  # the same, re-checking every served one against the trust store
+    SCHEDULE = "schedule"  # the check interval changed: the timer waits anew -> {"ok"}
 
 
 class ControlClient:
@@ -92,6 +93,9 @@ class ControlClient:
 
     def reload(self) -> dict[str, object]:
         return request(self.socket_path, {"op": Op.RELOAD})
+
+    def schedule(self) -> dict[str, object]:
+        return request(self.socket_path, {"op": Op.SCHEDULE}, timeout=10)
 
 
 def request(sock_path: Path, doc: dict[str, object], timeout: float = TIMEOUT) -> dict[str, object]:

@@ -30,11 +30,18 @@ from acxfs.content.cache import VerifiedCache, process_cache
 from acxfs.errors import AcxfsError, DaemonDown, TrustConfigError, UntrustedError
 from acxfs.library.links import agent_links, guard
 from acxfs.library.serving.control import ControlClient, ControlServer, Op
-from acxfs.library.store.state import LibraryState, Revision, load_state
+from acxfs.library.serving.schedule import Schedule, run_check
+from acxfs.library.store.checks import load_checks, parse_time
+from acxfs.library.store.state import (
+    DEFAULT_REFRESH_EVERY,
+    LibraryState,
+    Revision,
+    load_state,
+)
 from acxfs.limits import DEFAULT_LIMITS
 from acxfs.mount import lifecycle
 from acxfs.mount.operations import AcxOperations
-from acxfs.mount.records import read_state
+from acxfs.mount.records import log_line, read_state
 from acxfs.mount.router import Mounted
 from acxfs.mount.table import canonical, live_mounts
 from acxfs.paths import LibraryPaths
@@ -66,6 +73,7 @@ class LibraryDaemon:
     files: dict[str, str] = field(default_factory=dict)  # prefix -> store file
     refused: dict[str, str] = field(default_factory=dict)  # prefix -> why
     _control: ControlServer | None = None
+    schedule: Schedule | None = None
     after_live: Callable[[], None] | None = None
 
     # --- checking ------------------------------------------------------------------------
@@ -82,6 +90,12 @@ class LibraryDaemon:
             reason = str(exc)
             return lambda rev: reason
         return lambda rev: policy.refusal_of(rev.source, rev.publisher, rev.keyid)
+
+    def _barred_in(self, state: LibraryState) -> Callable[[Revision], str | None]:
+        """`_barred`, and a release its source withdrew, yanked or revoked is barred too
+        (unless the policy keeps serving it: then the library never marks it)."""
+        policy, pulled = self._barred(), state.pulled_prefixes()
+        return lambda rev: pulled.get(rev.prefix) or policy(rev)
 
     def _prefix(self, file: str, report: Report, expected: Revision | None) -> str:
         """The path a verified store file is served under (AcxfsError unless `report` is
@@ -174,7 +188,7 @@ class LibraryDaemon:
 
     def initial(self, state: LibraryState) -> list[Mounted]:
         """Check every installed revision before the mount exists."""
-        trust, barred = self._trust(), self._barred()
+        trust, barred = self._trust(), self._barred_in(state)
         revisions = list(state.revisions())
         read_ahead(self.paths.store, [rev.file for rev in revisions])
         for rev in revisions:
@@ -197,7 +211,8 @@ class LibraryDaemon:
         for prefix in list(self.refused):
             if prefix not in wanted:
                 del self.refused[prefix]
-        trust, barred = self._trust(), self._barred()
+        trust = self._trust()
+        barred = self._barred_in(state) if state else self._barred()
         for prefix, rev in wanted.items():
             if (why := barred(rev)) is not None:
                 self._detach(prefix)
@@ -233,6 +248,10 @@ class LibraryDaemon:
                     prefix = mounted.prefix
                     self._attach(mounted, file)
                 return {"ok": True, "path": str(self.paths.mnt / prefix)}
+            if op == Op.SCHEDULE:
+                if self.schedule is not None:
+                    self.schedule.wake()
+                return {"ok": True}
             if op in (Op.SYNC, Op.RELOAD):
                 self.sync(recheck=op == Op.RELOAD)
                 return self.status()
@@ -260,6 +279,25 @@ class LibraryDaemon:
         if self.after_live is not None:
             threading.Thread(target=self.after_live, name="acxfs-links", daemon=True).start()
         threading.Thread(target=self._recheck_loop, name="acxfs-recheck", daemon=True).start()
+        self.schedule = Schedule(self._refresh_interval, self._run_check, self._last_check)
+        self.schedule.start()
+
+    def _refresh_interval(self) -> float | None:
+        """The library's check interval now (its default while the state cannot be read)."""
+        try:
+            state = load_state(self.paths.state)
+        except AcxfsError:
+            return DEFAULT_REFRESH_EVERY
+        if state is None:
+            return DEFAULT_REFRESH_EVERY
+        return None if state.refresh_every is None else float(state.refresh_every)
+
+    def _last_check(self) -> float | None:
+        last = load_checks(self.paths.checks).last_round
+        return None if last is None else parse_time(last).timestamp()
+
+    def _run_check(self) -> None:
+        run_check(lambda message: log_line(self.paths.log, message))
 
     def _recheck_loop(self) -> None:
         event = threading.Event()

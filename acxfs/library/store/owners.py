@@ -12,7 +12,7 @@ reads; a refusal is a `RefusedError` raised before the change's first step.
 
 from __future__ import annotations
 
-from acxfs.errors import RefusedError
+from acxfs.errors import KeyChangeError, RefusedError
 from acxfs.library.store.state import Binding, LibraryState, Revision
 
 
@@ -34,11 +34,11 @@ def check_publisher(rev: Revision, state: LibraryState, allow_key_change: bool) 
         return
     how = "is" if rev.identity in state.installed else "was"
     if rev.publisher != binding.publisher:
-        raise RefusedError(
+        raise KeyChangeError(
             f"{rev.identity} {how} installed from publisher {binding.publisher}; this file is "
             f"signed for {rev.publisher}" + _forget_hint(how, rev.identity))
     if rev.keyid != binding.keyid and not allow_key_change:
-        raise RefusedError(
+        raise KeyChangeError(
             f"{rev.identity} {how} installed from publisher {binding.publisher} with the key "
             f"{binding.keyid}; this file is signed by another key ({rev.keyid}); "
             "--allow-key-change to accept the new key")

@@ -36,6 +36,9 @@ from acxfs.sources.oci.reference import DIGEST_RE, TAG_RE, is_oci, oci_key
 from acxfs.sources.release import PULLED, Lifecycle
 
 SCHEMA = "acxfs.library/1"
+UPDATE_MODES = ("auto", "notify", "off")
+DEFAULT_UPDATES = "notify"
+DEFAULT_REFRESH_EVERY = 3600  # seconds between the daemon's checks of the sources
 STATUSES = ("deprecated", "superseded", *PULLED)
 
 
@@ -73,6 +76,7 @@ class Installed:
     links: list[Link] = field(default_factory=list)
     suspended: bool = False  # its links were removed because it is not served (trust changed)
     withdrawn: str | None = None  # why its links were removed: its source pulled the release
+    updates: str = DEFAULT_UPDATES  # what a newer release at its source does: auto, notify, off
 
     def revisions(self) -> list[Revision]:
         return [self.current] + ([self.previous] if self.previous else [])
@@ -108,6 +112,7 @@ class ProjectBundle:
     source: str
     links: list[Link] = field(default_factory=list)
     suspended: bool = False  # its links were removed because it is not served (trust changed)
+    withdrawn: str | None = None  # why its links were removed: its source pulled the release
 
 
 @dataclass
@@ -130,11 +135,23 @@ class LibraryState:
     projects: dict[str, Project] = field(default_factory=dict)  # by directory
     bindings: dict[str, Binding] = field(default_factory=dict)  # by identity
     sources: dict[str, SourceMemory] = field(default_factory=dict)  # by normalised source
+    refresh_every: int | None = DEFAULT_REFRESH_EVERY  # seconds; None: the daemon checks none
 
     def revisions(self) -> list[Revision]:
         """Every revision some scope names: the ones the daemon serves."""
         return [r for item in self.installed.values() for r in item.revisions()] + [
             b.revision for project in self.projects.values() for b in project.bundles.values()]
+
+    def pulled_prefixes(self) -> dict[str, str]:
+        """The served paths of releases their source withdrew, yanked or revoked (no longer
+        served), with why."""
+        found = {item.current.prefix: item.withdrawn for item in self.installed.values()
+                 if item.withdrawn is not None}
+        for project in self.projects.values():
+            for b in project.bundles.values():
+                if b.withdrawn is not None:
+                    found[b.revision.prefix] = b.withdrawn
+        return found
 
     def store_files(self) -> set[str]:
         return {r.file for r in self.revisions()}
@@ -151,7 +168,8 @@ class LibraryState:
                "installed": {k: asdict(v) for k, v in sorted(self.installed.items())},
                "floors": {k: asdict(v) for k, v in sorted(self.floors.items())},
                "projects": {k: asdict(v) for k, v in sorted(self.projects.items())},
-               "bindings": {k: asdict(v) for k, v in sorted(self.bindings.items())}}
+               "bindings": {k: asdict(v) for k, v in sorted(self.bindings.items())},
+               "refreshEvery": self.refresh_every}
         if self.sources:
             doc["sources"] = {k: v.to_doc() for k, v in sorted(self.sources.items())}
         return json.dumps(doc, indent=2, sort_keys=True) + "\n"
@@ -209,6 +227,10 @@ def _skill(value: str) -> str | None:
 
 def _absolute(value: str) -> str | None:
     return None if os.path.isabs(value) and "\0" not in value else "not an absolute path"
+
+
+def _update_mode(value: str) -> str | None:
+    return None if value in UPDATE_MODES else f"not one of {', '.join(UPDATE_MODES)}"
 
 
 def _schema(value: str) -> str | None:
@@ -356,6 +378,7 @@ class Places:
             "links": Field(list_of(self.link_table())),
             "suspended": Field(boolean, default=False),
             "withdrawn": Field(optional(text()), default=None),
+            "updates": Field(text(_update_mode), default=DEFAULT_UPDATES),
         }, check=_installed_check)
         floor = own_files.Table(Floor, {
             "version": Field(text(_version)),
@@ -379,6 +402,7 @@ class Places:
             "source": Field(text()),
             "links": Field(list_of(project_link)),
             "suspended": Field(boolean, default=False),
+            "withdrawn": Field(optional(text()), default=None),
         })
         project = own_files.Table(Project, {
             "bundles": Field(map_of(_identity, project_bundle)),
@@ -393,6 +417,8 @@ class Places:
             "projects": Field(map_of(_absolute, project), default={}),
             "bindings": Field(map_of(_identity, binding), default={}),
             "sources": Field(map_of(_source_key, _source_memory_table()), default={}),
+            "refreshEvery": Field(optional(integer), attr="refresh_every",
+                                  default=DEFAULT_REFRESH_EVERY),
         }, check=_state_check)
 
 

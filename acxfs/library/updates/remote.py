@@ -15,6 +15,7 @@ import functools
 import os
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from acxfs import formats, sources
 from acxfs.errors import NetworkError, RefusedError, SourceError, UntrustedError
@@ -27,6 +28,7 @@ from acxfs.sources.memory import SourceMemory
 from acxfs.sources.oci.source import OciSource
 from acxfs.sources.policy import Policy
 from acxfs.sources.release import Release, refuse_pulled
+from acxfs.sources.revalidate import Revalidator
 from acxfs.trust.policy import TrustContext
 
 Say = Callable[[str], None]
@@ -59,11 +61,13 @@ class Sources:
     options: Options
     state: LibraryState | None = None  # the library's, once its lock is held
     clients: dict[str, sources.Client] = field(default_factory=dict)
+    cache: Path | None = None  # the library's conditional-request cache (None: none)
 
     @functools.cached_property
     def http(self) -> Http:
         """One client for the command (its TLS context built once)."""
-        return Http(timeout=self.options.timeout, offline=self.options.offline)
+        return Http(timeout=self.options.timeout, offline=self.options.offline,
+                    revalidator=None if self.cache is None else Revalidator(self.cache))
 
     def client(self, text: str, asking: str) -> sources.Client:
         spec = sources.parse_source(text)

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from acxfs import semver
+from acxfs import semver, sources
 from acxfs.errors import RefusedError
 from acxfs.library.changes import journal
 from acxfs.library.changes.plan import Plan
@@ -39,6 +39,34 @@ class Work:
         return bool(self.updates or self.pulled)
 
 
+@dataclass(frozen=True)
+class Finding:
+    """What a source says of one installed revision: the release `update` would move it to
+    (`newer`: what it shows, what it asks the source for), and whether the source pulled the
+    revision itself (`pulled`: why it is no longer served)."""
+
+    newer: tuple[str, str] | None
+    pulled: str | None
+
+
+def look(client: sources.Client, rev: Revision, same_source: bool) -> Finding:
+    """The source's word on `rev` (its client loaded)."""
+    if isinstance(client, OciSource):
+        return Finding(_oci_moved(client, rev, same_source), None)
+    newest = client.release(rev.identity, None)
+    newer = None
+    if semver.parse(newest.version) > semver.parse(rev.version) and not (
+            newest.lifecycle and newest.lifecycle.pulled):
+        newer = (newest.version, newest.version)
+    life = client.status_of(rev.identity, rev.version)
+    why = None
+    if life is not None and life.pulled:
+        why = (f"{rev.identity} {rev.version} is {life.status} ({client.spec.key}"
+               f"{', ' + life.date[:10] if life.date else ''}): "
+               f"{life.reason or 'no reason given'}")
+    return Finding(newer, why)
+
+
 def survey(library: Library, names: list[str], source: str | None, options: Options,
            warn_only: bool) -> Work:
     """What `update` would do (under the lock, changing nothing)."""
@@ -47,38 +75,27 @@ def survey(library: Library, names: list[str], source: str | None, options: Opti
         state = library.state()
         identities = [library.resolve(state, n) for n in names] if names else sorted(
             i for i, item in state.installed.items() if item.current.source)
-        reader = Sources(options, state)
+        reader = Sources(options, state, cache=library.paths.http_cache)
         work = Work(reader=reader)
         for identity in dict.fromkeys(identities):
-            rev = state.installed[identity].current
+            item = state.installed[identity]
+            rev = item.current
             where = source or rev.source
             if where is None:
                 raise RefusedError(f"{identity} was installed from a file, not a source; "
                                    "name one with --from SOURCE, or: acxfs update FILE")
             client = reader.client(where, identity)
-            if isinstance(client, OciSource):
-                moved = _oci_moved(client, rev, where == rev.source)
-                if moved is not None:
-                    shown, ask = moved
-                    work.updates.append((identity, rev.version, shown, client.spec.key))
-                    if ask != shown:
-                        work.asks[identity] = ask
-                continue
-            newest = client.release(identity, None)
-            if semver.parse(newest.version) > semver.parse(rev.version) and not (
-                    newest.lifecycle and newest.lifecycle.pulled):
-                work.updates.append((identity, rev.version, newest.version, client.spec.key))
-                continue
-            life = client.status_of(identity, rev.version)
-            item = state.installed[identity]
-            if life is not None and life.pulled and item.withdrawn is None:
-                why = (f"{identity} {rev.version} is {life.status} ({client.spec.key}"
-                       f"{', ' + life.date[:10] if life.date else ''}): "
-                       f"{life.reason or 'no reason given'}")
+            found = look(client, rev, where == rev.source)
+            if found.newer is not None:
+                shown, ask = found.newer
+                work.updates.append((identity, rev.version, shown, client.spec.key))
+                if ask != shown:
+                    work.asks[identity] = ask
+            elif found.pulled is not None and item.withdrawn is None:
                 if warn_only:
-                    library.note(printable(f"acxfs: warning: {why}"))
+                    library.note(printable(f"acxfs: warning: {found.pulled}"))
                 else:
-                    work.pulled[identity] = why
+                    work.pulled[identity] = found.pulled
     return work
 
 
@@ -102,6 +119,7 @@ def _oci_moved(client: OciSource, rev: Revision,
     ask = selector or client.named
     shown = newest.version or ask or newest.coordinate
     return shown, ask or shown
+
 
 
 def update(library: Library, names: list[str], source: str | None, options: Options,
@@ -132,7 +150,8 @@ def update(library: Library, names: list[str], source: str | None, options: Opti
         requests: list[tuple[str, str | None, str]] = [
             (identity, work.asks.get(identity, new), where)
             for identity, _, new, where in work.updates]
-        fetch = Fetch(requests, Sources(options), library.paths, library.note)
+        fetch = Fetch(requests, Sources(options, cache=library.paths.http_cache),
+                      library.paths, library.note)
         library.add([], None, allow_downgrade=allow_downgrade, update_only=True,
                     allow_key_change=options.allow_key_change, remote=fetch)
     if not work.changes:

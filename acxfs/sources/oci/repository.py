@@ -19,7 +19,7 @@ from typing import IO
 
 from acxfs.errors import NetworkError, SourceError
 from acxfs.safe import strict_json
-from acxfs.sources.http import Answer, Http, without_query
+from acxfs.sources.http import Answer, Http, retry_after_of, without_query
 from acxfs.sources.oci.artifact import INDEX, JSON_DEPTH, MANIFEST, MANIFEST_BYTES, digest_of
 from acxfs.sources.oci.login import Login
 from acxfs.sources.oci.reference import OciRef
@@ -83,7 +83,8 @@ class Repository:
         """The one line for a registry's error answer: 404 is content (exit 1)."""
         code, message = _error_of(answer.body)
         text = f"{what}: {code}: {message}" if code else f"{what}: HTTP {answer.status}"
-        return SourceError(text) if answer.status == 404 else NetworkError(text)
+        return SourceError(text) if answer.status == 404 else \
+            NetworkError(text, retry_after_of(answer))
 
     # --- reading -------------------------------------------------------------------------
 

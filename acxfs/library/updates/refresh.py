@@ -1,0 +1,326 @@
+"""`acxfs refresh`: one round of checks of the sources the library's revisions came from, as
+the daemon's timer runs it (`--scheduled`) or a user asks for it now.
+
+Invariant: each source is read once per round however many bundles came from it, through
+the same client, bounds and memory as `update` (an older index is a rollback, a changed
+coordinate refused, a withdrawal the source drops stays in force), with conditional
+requests, so an unchanged source costs no body.  What the round may change follows each
+bundle's mode and nothing else: a release its source withdrew, yanked or revoked loses its
+links and is no longer served in every mode (projects included: their links go, their lock
+never changes), unless the policy says `"withdrawn": "warn"`; `auto` installs the release
+`update` would pick through the same fully checked `add` (floors, bindings, policy, trust),
+and what that refuses is shown, not applied; `notify` and `off` never move.  A source that
+cannot be read, lies or rolls back changes nothing installed: it is recorded as that
+source's `checkError`, and a scheduled round asks it again only after a backoff (doubling per
+failure, at most 16 intervals, and never before its `Retry-After`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import datetime as dt
+import json
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from acxfs import sources
+from acxfs.errors import (
+    AcxfsError,
+    DaemonDown,
+    KeyChangeError,
+    NetworkError,
+    PolicyRefusal,
+    RollbackError,
+    SourceError,
+    StaleIndexError,
+)
+from acxfs.library.changes import journal
+from acxfs.library.changes.plan import Plan
+from acxfs.library.manager import Library
+from acxfs.library.serving.control import ControlClient
+from acxfs.library.store.checks import (
+    BundleCheck,
+    Checks,
+    SourceCheck,
+    load_checks,
+    parse_time,
+    save_checks,
+    time_text,
+)
+from acxfs.library.store.state import DEFAULT_REFRESH_EVERY, LibraryState
+from acxfs.library.updates.remote import Fetch, Options, Sources
+from acxfs.library.updates.updates import look
+from acxfs.text import printable
+
+MAX_BACKOFF_ROUNDS = 15  # a failing source is skipped at most this many rounds in a row
+RETRY_AFTER_CAP = 24 * 3600.0  # seconds: a longer Retry-After is taken as this
+
+
+@dataclass
+class Round:
+    """What one round found and did."""
+
+    checked: list[str] = field(default_factory=list)  # sources read
+    failed: dict[str, str] = field(default_factory=dict)  # source -> its checkError
+    skipped: list[str] = field(default_factory=list)  # sources in backoff
+    pulled: dict[str, str] = field(default_factory=dict)  # identity -> why, unlinked now
+    project_pulled: list[tuple[str, str, str]] = field(default_factory=list)  # dir, id, why
+    moved: list[tuple[str, str, str]] = field(default_factory=list)  # identity, from, to
+    waiting: dict[str, str] = field(default_factory=dict)  # identity -> version
+    refused: dict[str, str] = field(default_factory=dict)  # identity -> why not applied
+    received: int = 0  # body bytes the sources sent
+
+    def lines(self) -> list[str]:
+        out = [f"{why}; links removed" for why in self.pulled.values()]
+        out += [f"{why}; its links in {directory} removed (acxfs.lock unchanged)"
+                for directory, _, why in self.project_pulled]
+        out += [f"{i}: {old} -> {new} (updates: auto; acxfs revert {i} goes back)"
+                for i, old, new in self.moved]
+        out += [f"{i}: {v} waits: acxfs update {i}" for i, v in sorted(self.waiting.items())
+                if i not in self.refused]
+        out += [f"{i}: {v} waits, not applied: {self.refused[i]}"
+                for i, v in sorted(self.waiting.items()) if i in self.refused]
+        out += [f"{source}: {error}" for source, error in sorted(self.failed.items())]
+        return out
+
+    def to_doc(self) -> dict[str, object]:
+        return {"checked": self.checked, "failed": self.failed, "skipped": self.skipped,
+                "pulled": self.pulled,
+                "projectPulled": [{"project": d, "identity": i, "reason": w}
+                                  for d, i, w in self.project_pulled],
+                "moved": [{"identity": i, "from": a, "to": b} for i, a, b in self.moved],
+                "waiting": self.waiting, "refused": self.refused, "bytes": self.received}
+
+
+def check_error(exc: AcxfsError) -> str:
+    """A failed check as one line that says its kind first."""
+    text = " ".join(str(exc).split())
+    if isinstance(exc, RollbackError):
+        return f"rollback: {text}"
+    if isinstance(exc, StaleIndexError):
+        return f"stale: {text}"
+    if isinstance(exc, KeyChangeError):
+        return f"refused key: {text}"
+    if isinstance(exc, NetworkError):
+        return f"unreachable: {text}"
+    if isinstance(exc, PolicyRefusal):
+        return f"policy: {text}"
+    if isinstance(exc, SourceError):
+        return f"refused: {text}"
+    return f"failed: {text}"
+
+
+def _backoff(check: SourceCheck, now: dt.datetime, interval: float,
+             retry_after: float | None) -> str | None:
+    """When a scheduled round may ask a source again after `check.failures` failures."""
+    skip = min(2 ** (check.failures - 1) - 1, MAX_BACKOFF_ROUNDS)
+    wait = (skip + 0.5) * interval if skip else 0.0
+    if retry_after is not None:
+        wait = max(wait, min(retry_after, RETRY_AFTER_CAP))
+    return time_text(now + dt.timedelta(seconds=wait)) if wait else None
+
+
+def _due(check: SourceCheck | None, now: dt.datetime) -> bool:
+    return check is None or check.not_before is None or parse_time(check.not_before) <= now
+
+
+Scope = tuple[str | None, str]  # (project directory or None for the user's library, identity)
+
+
+def _by_source(state: LibraryState) -> dict[str, list[Scope]]:
+    """Every installed revision that came from a source, grouped by that source."""
+    found: dict[str, list[Scope]] = {}
+    for identity, item in sorted(state.installed.items()):
+        if item.current.source is not None:
+            found.setdefault(item.current.source, []).append((None, identity))
+    for directory, project in sorted(state.projects.items()):
+        for identity, b in sorted(project.bundles.items()):
+            if b.revision.source is not None:
+                found.setdefault(b.revision.source, []).append((directory, identity))
+    return found
+
+
+@dataclass
+class Refresher:
+    """One round for `library`, reading sources as `options` says; `clock` gives now."""
+
+    library: Library
+    options: Options
+    warn_only: bool = False  # the policy keeps serving what a source pulled
+    clock: Callable[[], dt.datetime] = lambda: dt.datetime.now(dt.UTC)
+    result: Round = field(default_factory=Round)
+    _retry_after: dict[str, float | None] = field(default_factory=dict)  # source -> seconds
+
+    def run(self, scheduled: bool) -> Round:
+        now = self.clock()
+        installs = self._survey(now, scheduled)
+        self._install(installs)
+        with journal.locked(self.library.paths):
+            checks = load_checks(self.library.paths.checks)
+            self._fold(checks, now)
+            save_checks(self.library.paths.checks, checks)
+        return self.result
+
+    # --- the survey: sources read, nothing changed ---------------------------------------
+
+    def _survey(self, now: dt.datetime, scheduled: bool) -> list[tuple[str, str, str]]:
+        lib = self.library
+        with journal.locked(lib.paths):
+            lib.recover()
+            state = lib.state()
+            checks = load_checks(lib.paths.checks)
+            reader = Sources(self.options, state, cache=lib.paths.http_cache)
+            installs: list[tuple[str, str, str]] = []
+            pulled_projects: list[tuple[str, str, str, str]] = []  # dir, id, digest, why
+            for key, scopes in _by_source(state).items():
+                if scheduled and not _due(checks.sources.get(key), now):
+                    self.result.skipped.append(key)
+                    continue
+                try:
+                    client = reader.client(key, scopes[0][1])
+                    for directory, identity in scopes:
+                        self._look(state, client, directory, identity, installs,
+                                   pulled_projects)
+                except AcxfsError as exc:
+                    retry = exc.retry_after if isinstance(exc, NetworkError) else None
+                    self.result.failed[key] = check_error(exc)
+                    self._retry_after[key] = retry
+                    continue
+                self.result.checked.append(key)
+            self.result.received = reader.http.received
+            probe = LibraryState(state.trust_dir, sources=dict(state.sources))
+            reader.record(probe, {})
+            learned = json.dumps({k: v.to_doc() for k, v in probe.sources.items()},
+                                 sort_keys=True) != json.dumps(
+                {k: v.to_doc() for k, v in state.sources.items() if k in probe.sources},
+                sort_keys=True)
+        if self.result.pulled or pulled_projects or learned:
+            self._unlink(reader, pulled_projects, state)
+        return installs
+
+    def _look(self, state: LibraryState, client: sources.Client, directory: str | None,
+              identity: str, installs: list[tuple[str, str, str]],
+              pulled_projects: list[tuple[str, str, str, str]]) -> None:
+        from_source = state.installed[identity].current if directory is None else \
+            state.projects[directory].bundles[identity].revision
+        found = look(client, from_source, True)
+        if directory is not None:
+            bundle = state.projects[directory].bundles[identity]
+            if found.pulled is not None and bundle.withdrawn is None and not self.warn_only:
+                pulled_projects.append((directory, identity, from_source.digest, found.pulled))
+                self.result.project_pulled.append((directory, identity, found.pulled))
+            return
+        item = state.installed[identity]
+        if found.pulled is not None and item.withdrawn is None:
+            if self.warn_only:
+                self.library.note(printable(f"acxfs: warning: {found.pulled}"))
+            else:
+                self.result.pulled[identity] = found.pulled
+        if found.newer is None or item.updates == "off":
+            return
+        shown, ask = found.newer
+        self.result.waiting[identity] = shown
+        if item.updates == "auto":
+            installs.append((identity, ask, item.current.source or ""))
+
+    def _unlink(self, reader: Sources, pulled_projects: list[tuple[str, str, str, str]],
+                surveyed: LibraryState) -> None:
+        """One change: unlink what the sources pulled, and keep what they said."""
+        versions = {i: surveyed.installed[i].current.digest for i in self.result.pulled}
+
+        def edit(state: LibraryState, plan: Plan) -> None:
+            for identity, why in self.result.pulled.items():
+                item = plan.after.installed.get(identity)
+                if item is not None and item.current.digest == versions[identity]:
+                    plan.suspend(identity)
+                    item.withdrawn = why
+            for directory, identity, digest, why in pulled_projects:
+                project = plan.after.projects.get(directory)
+                bundle = project.bundles.get(identity) if project else None
+                if bundle is not None and bundle.revision.digest == digest:
+                    plan.remove.extend(bundle.links)
+                    bundle.links, bundle.suspended, bundle.withdrawn = [], True, why
+            reader.record(plan.after, {})
+
+        self.library.change("refresh", edit)
+
+    # --- auto: the same add as `update` --------------------------------------------------
+
+    def _install(self, installs: list[tuple[str, str, str]]) -> None:
+        quiet = dataclasses.replace(self.library, say=lambda line: None)
+        for identity, ask, source in installs:
+            before = self.library.state().installed[identity].current.version
+            fetch = Fetch([(identity, ask, source)],
+                          Sources(self.options, cache=self.library.paths.http_cache),
+                          self.library.paths, self.library.note)
+            try:
+                quiet.add([], None, update_only=True, remote=fetch)
+            except AcxfsError as exc:
+                self.result.refused[identity] = check_error(exc)
+                continue
+            now = self.library.state().installed[identity].current.version
+            self.result.moved.append((identity, before, now))
+            self.result.waiting.pop(identity, None)
+
+    # --- the record of checks ------------------------------------------------------------
+
+    def _fold(self, checks: Checks, now: dt.datetime) -> None:
+        """Put this round's findings into the record of checks."""
+        state = self.library.state()
+        interval = float(state.refresh_every or DEFAULT_REFRESH_EVERY)
+        stamp = time_text(now)
+        checks.last_round = stamp
+        for key in self.result.checked:
+            checks.sources[key] = SourceCheck(stamp, stamp, None, 0, None)
+        for key, error in self.result.failed.items():
+            had = checks.sources.get(key) or SourceCheck()
+            failed = SourceCheck(had.checked_at, stamp, error, had.failures + 1, None)
+            failed.not_before = _backoff(failed, now, interval, self._retry_after.get(key))
+            checks.sources[key] = failed
+        by_source = _by_source(state)
+        for key in (*self.result.checked, *self.result.failed):
+            for directory, identity in by_source.get(key, []):
+                if directory is not None:
+                    continue
+                if key in self.result.failed:
+                    had_bundle = checks.bundles.get(identity) or BundleCheck()
+                    checks.bundles[identity] = BundleCheck(had_bundle.update_available,
+                                                           self.result.failed[key])
+                else:
+                    checks.bundles[identity] = BundleCheck(
+                        self.result.waiting.get(identity), self.result.refused.get(identity))
+        for identity in list(checks.bundles):
+            if identity not in state.installed:
+                del checks.bundles[identity]
+        for key in list(checks.sources):
+            if key not in by_source:
+                del checks.sources[key]
+
+
+# --- the settings: how often, and what each bundle does --------------------------------------
+
+
+def set_interval(library: Library, seconds: int | None) -> None:
+    """The daemon checks every `seconds` (None: never) from now on; a running daemon's timer
+    starts its wait anew with it."""
+
+    def edit(state: LibraryState, plan: Plan) -> None:
+        plan.after.refresh_every = seconds
+
+    library.change("refresh", edit)
+    with contextlib.suppress(DaemonDown):
+        ControlClient(library.paths.socket).schedule()
+
+
+def set_mode(library: Library, names: list[str], mode: str) -> list[str]:
+    """Keep each named identity current in `mode`; the identities."""
+    chosen: list[str] = []
+
+    def edit(state: LibraryState, plan: Plan) -> None:
+        chosen.extend(dict.fromkeys(library.resolve(state, name) for name in names))
+        for identity in chosen:
+            plan.after.installed[identity].updates = mode
+
+    library.change("refresh", edit)
+    return chosen
