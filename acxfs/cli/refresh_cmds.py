@@ -92,7 +92,7 @@ def cmd_refresh(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(result.to_doc(), indent=2, sort_keys=True))
     else:
-        for line in result.lines():
+        for line in result.lines(changes_only=args.scheduled):
             library.say(line)
         if not args.scheduled:
             library.say(f"checked {len(result.checked)} of "

@@ -11,6 +11,7 @@ import datetime as dt
 import os
 from pathlib import Path
 
+from acxfs import semver
 from acxfs.library.changes import journal
 from acxfs.library.links import agent_links
 from acxfs.library.manager import Library
@@ -91,6 +92,9 @@ def _freshness(checks: Checks, identity: str, item: Installed) -> dict[str, obje
     bundle = checks.bundles.get(identity)
     error = (bundle.error if bundle else None) or (source.error if source else None)
     waiting = bundle.update_available if bundle and item.updates != "off" else None
+    if waiting is not None and semver.is_semver(waiting) and \
+            semver.parse(waiting) <= semver.parse(item.current.version):
+        waiting = None  # installed since the check (acxfs update)
     return {"updates": item.updates, "checkedAt": source.checked_at if source else None,
             "checkError": error, "updateAvailable": waiting}
 

@@ -164,7 +164,7 @@ class Http:
             return Answer(200, cached.body, kept, url, "OK (not modified)")
         if answer.status == 200:
             self.revalidator.put(url, accept, Cached(
-                answer.body, answer.header("ETag"), answer.header("Last-Modified"),
+                answer.body, answer.header("ETag"), _strong_date(answer),
                 answer.header("Content-Type")))
         return answer
 
@@ -247,6 +247,25 @@ class Http:
         if size is not None:
             return SourceError(f"{url}: more than {size} bytes, its stated size")
         return SourceError(f"{url}: over {mib(bound)}")
+
+
+def _strong_date(answer: Answer) -> str | None:
+    """The answer's `Last-Modified`, unless it lies within a second of when it was sent (its
+    `Date`, else now): a file changed again within that second would answer `304` to it for
+    ever (RFC 9110, 8.8.2.2), so such a date is no validator."""
+    modified = answer.header("Last-Modified")
+    if modified is None:
+        return None
+    try:
+        when = email.utils.parsedate_to_datetime(modified)
+        sent_text = answer.header("Date")
+        sent = email.utils.parsedate_to_datetime(sent_text) if sent_text else \
+            dt.datetime.now(dt.UTC)
+    except (TypeError, ValueError):
+        return None
+    if when.tzinfo is None or sent.tzinfo is None or (sent - when).total_seconds() < 2:
+        return None
+    return modified
 
 
 def retry_after_of(answer: Answer) -> float | None:

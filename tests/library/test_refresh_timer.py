@@ -38,7 +38,8 @@ def wait_until(what: str, condition: Callable[[], bool], deadline: float = DEADL
 def bundle(machine: Machine, identity: str = NAME) -> dict[str, Any]:
     found = [b for b in machine.listing()["bundles"] if b["identity"] == identity]
     assert len(found) == 1, found
-    return found[0]
+    one: dict[str, Any] = found[0]
+    return one
 
 
 def link_of(machine: Machine) -> Path:

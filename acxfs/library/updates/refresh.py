@@ -71,16 +71,20 @@ class Round:
     refused: dict[str, str] = field(default_factory=dict)  # identity -> why not applied
     received: int = 0  # body bytes the sources sent
 
-    def lines(self) -> list[str]:
+    def lines(self, changes_only: bool = False) -> list[str]:
+        """What people are told; `changes_only` (the daemon's log): what the round changed
+        and what failed, not what still waits."""
         out = [f"{why}; links removed" for why in self.pulled.values()]
         out += [f"{why}; its links in {directory} removed (acxfs.lock unchanged)"
                 for directory, _, why in self.project_pulled]
         out += [f"{i}: {old} -> {new} (updates: auto; acxfs revert {i} goes back)"
                 for i, old, new in self.moved]
         out += [f"{i}: {v} waits: acxfs update {i}" for i, v in sorted(self.waiting.items())
-                if i not in self.refused]
+                if i not in self.refused and not changes_only]
         out += [f"{i}: {v} waits, not applied: {self.refused[i]}"
                 for i, v in sorted(self.waiting.items()) if i in self.refused]
+        out += [f"{i}: check failed: {why}" for i, why in sorted(self.refused.items())
+                if i not in self.waiting]
         out += [f"{source}: {error}" for source, error in sorted(self.failed.items())]
         return out
 
@@ -180,8 +184,12 @@ class Refresher:
                 try:
                     client = reader.client(key, scopes[0][1])
                     for directory, identity in scopes:
-                        self._look(state, client, directory, identity, installs,
-                                   pulled_projects)
+                        try:
+                            self._look(state, client, directory, identity, installs,
+                                       pulled_projects)
+                        except SourceError as exc:  # this bundle only (gone from the index)
+                            if directory is None:
+                                self.result.refused[identity] = check_error(exc)
                 except AcxfsError as exc:
                     retry = exc.retry_after if isinstance(exc, NetworkError) else None
                     self.result.failed[key] = check_error(exc)
