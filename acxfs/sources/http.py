@@ -162,6 +162,10 @@ class Http:
                 if name.lower() != "content-type":
                     kept[name] = value
             return Answer(200, cached.body, kept, url, "OK (not modified)")
+        if 300 <= answer.status < 400:
+            target = urllib.parse.urljoin(url, answer.header("Location") or "")
+            raise NetworkError(f"{url}: redirected to {without_query(target)}; acxfs follows "
+                               "no redirects")
         if answer.status == 200:
             self.revalidator.put(url, accept, Cached(
                 answer.body, answer.header("ETag"), _strong_date(answer),
