@@ -21,6 +21,7 @@ from acxfs.cli import (
     common,
     library_cmds,
     mount_cmds,
+    output,
     pack_cmds,
     publish_cmds,
     read_cmds,
@@ -31,7 +32,7 @@ from acxfs.trust import store as trust_store
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = common.Parser(
         prog="acxfs",
         description="Mount signed skill bundles (ACX cartridges, azphalt packages) read-only; "
         "every byte is verified against the signed manifest before it is served.",
@@ -55,8 +56,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     if common.warn_once not in trust_store.warnings:
         trust_store.warnings.append(common.warn_once)
     parser = build_parser()
+    words = list(sys.argv[1:] if argv is None else argv)
     try:
-        args = parser.parse_args(argv)
+        args = parser.parse_args(words)
+    except common.UsageError as exc:
+        if output.wants_json(words):
+            output.emit(output.error_doc(exc.line, common.EXIT_ENVIRONMENT))
+        return common.EXIT_ENVIRONMENT
     except SystemExit as exc:
         return int(exc.code or 0) if isinstance(exc.code, int) else common.EXIT_ENVIRONMENT
     return common.run(args)
