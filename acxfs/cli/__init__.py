@@ -19,6 +19,7 @@ from collections.abc import Sequence
 from acxfs import __version__
 from acxfs.cli import (
     common,
+    completion,
     library_cmds,
     mount_cmds,
     output,
@@ -49,6 +50,7 @@ def build_parser() -> argparse.ArgumentParser:
     mount_cmds.add_commands(subs)
     library_cmds.add_commands(subs)
     service_cmds.add_commands(subs)
+    completion.add_commands(subs, parser)
     return parser
 
 
