@@ -1,7 +1,8 @@
 """The `acxfs` command: a skin over the library, one module per group of commands.
 
 Every command parses its arguments, calls the library and prints; it returns an exit code,
-and a library error becomes one line on stderr (see `acxfs.cli.common.run`).  `main(argv)`
+and a library error becomes one line on stderr (see `acxfs.cli.common.run`), and with `--json`
+also one error document on stdout (`acxfs.cli.output`), a usage error included.  `main(argv)`
 runs one command in-process; `main_entry` is the console script, whose stdout and stderr
 show what their encoding cannot hold as backslash escapes (never a UnicodeEncodeError).
 """
@@ -15,6 +16,7 @@ import io
 import os
 import sys
 from collections.abc import Sequence
+from typing import cast
 
 from acxfs import __version__
 from acxfs.cli import (
@@ -41,7 +43,8 @@ def build_parser() -> argparse.ArgumentParser:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("--version", action="version", version=f"acxfs {__version__}")
-    subs = parser.add_subparsers(dest="command", metavar="COMMAND")
+    # Its parsers are `common.Parser`s (argparse makes them of the parent's class).
+    subs = cast(common.SubParsers, parser.add_subparsers(dest="command", metavar="COMMAND"))
     subs.required = True
     read_cmds.add_commands(subs)
     pack_cmds.add_commands(subs)

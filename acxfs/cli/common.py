@@ -2,8 +2,8 @@
 
 Invariant: a command's failure reaches the user as one line on stderr (`acxfs: error: ...`,
 or the spec's verdict line and what to do next) and one exit code from `EXIT_*` or the
-verdict, never as a traceback, and with `--json` also as its error document on stdout; every line that carries text from a container or a path goes
-through `printable`.
+verdict, never as a traceback, and with `--json` also as its error document on stdout;
+every line that carries text from a container or a path goes through `printable`.
 """
 
 from __future__ import annotations

@@ -128,7 +128,7 @@ _acxfs_reply() {
 }
 
 _acxfs() {
-%s    local cur=${COMP_WORDS[COMP_CWORD]} prev=${COMP_WORDS[COMP_CWORD-1]}
+@WALK@    local cur=${COMP_WORDS[COMP_CWORD]} prev=${COMP_WORDS[COMP_CWORD-1]}
     if ((skip)); then
         _acxfs_reply "$(_acxfs_value "$cmd" "$prev")" "$cur"
     elif [[ $prev == "=" && ${COMP_WORDS[COMP_CWORD-2]} == -* ]]; then
@@ -144,7 +144,7 @@ _acxfs() {
 }
 
 complete -F _acxfs acxfs
-""" % _WALK.format(first=1, current="COMP_CWORD", words="COMP_WORDS")
+""".replace("@WALK@", _WALK.format(first=1, current="COMP_CWORD", words="COMP_WORDS"))
 
 ZSH = """\
 _acxfs_answer() {
@@ -157,12 +157,12 @@ _acxfs_answer() {
 }
 
 _acxfs() {
-%s    local cur=${words[CURRENT]} prev=${words[CURRENT-1]}
+@WALK@    local cur=${words[CURRENT]} prev=${words[CURRENT-1]}
     local -a described
     if ((skip)); then
         _acxfs_answer "$(_acxfs_value "$cmd" "$prev")"
     elif [[ $cur == -*=* ]]; then
-        local opt=${cur%%%%=*}
+        local opt=${cur%%=*}
         compset -P '*='
         _acxfs_answer "$(_acxfs_value "$cmd" "$opt")"
     elif [[ $cur == -* ]]; then
@@ -181,7 +181,7 @@ if [[ ${zsh_eval_context[-1]} == loadautofunc ]]; then
 else
     compdef _acxfs acxfs
 fi
-""" % _WALK.format(first=2, current="CURRENT", words="words")
+""".replace("@WALK@", _WALK.format(first=2, current="CURRENT", words="words"))
 
 HEADERS = {
     "bash": "# bash completion for acxfs: eval \"$(acxfs completion bash)\" in ~/.bashrc, or\n"

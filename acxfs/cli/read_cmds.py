@@ -13,7 +13,6 @@ import sys
 from pathlib import Path
 
 from acxfs import formats, views
-from acxfs.cli.output import emit
 from acxfs.cli.common import (
     SubParsers,
     add_command,
@@ -22,6 +21,7 @@ from acxfs.cli.common import (
     trust_of,
     trust_options,
 )
+from acxfs.cli.output import emit
 from acxfs.container import Entry
 from acxfs.errors import EnvironmentProblem
 from acxfs.safe.interrupts import stop_like_ctrl_c
@@ -150,8 +150,8 @@ def cmd_ls(args: argparse.Namespace) -> int:
 
 
 def _entry_json(name: str, item: Entry) -> dict[str, object]:
-    return {"path": name, "type": "directory" if item.is_dir else "file", "mode": item.mode, "size": item.size,
-            "digest": item.digest.hex() if item.digest else None}
+    return {"path": name, "type": "directory" if item.is_dir else "file", "mode": item.mode,
+            "size": item.size, "digest": item.digest.hex() if item.digest else None}
 
 
 def cmd_cat(args: argparse.Namespace) -> int:

@@ -112,7 +112,7 @@ def check_document(command: str, doc: object) -> None:
 
 def check_error(result: Any, code: int) -> dict[str, object]:
     """The error document: the line stderr carries, the exit code the command returned."""
-    doc = json.loads(result.out)
+    doc: dict[str, object] = json.loads(result.out)
     check_document("error", doc)
     assert set(doc) == {"error", "exit"}
     assert (result.code, doc["exit"]) == (code, code), (result, doc)
@@ -339,3 +339,13 @@ def test_push_json_names_the_manifest_it_pushed(tmp_path) -> None:
         check_document("push --json", doc)
         assert doc["reference"] == f"{doc['repository']}@{doc['digest']}"
         assert (doc["version"], doc["tags"]) == ("1.1.0", ["1.1.0", "latest"])
+
+
+def test_only_the_document_reaches_stdout_whatever_else_is_printed(capsys) -> None:
+    from acxfs.cli import output
+
+    with output.reserved(True):
+        print("a note the library printed")
+        output.emit({"answer": 1})
+    out, err = capsys.readouterr()
+    assert (json.loads(out), err) == ({"answer": 1}, "a note the library printed\n")
