@@ -2,14 +2,15 @@
 # Install what acxfs needs on a fresh Debian-like machine (as root, or with sudo):
 # FUSE (fuse, libfuse2; libfuse3-3 for the optional libfuse3 backend), attr (getfattr),
 # sqlite3, systemd (systemd-analyze verifies the service unit), util-linux (unshare),
-# iproute2 and git (projects: the exclude file, the tests' clones), docker-registry and
-# apache2-utils (the OCI tests' registry), then acxfs itself with its test tools.
+# iproute2 and git (projects: the exclude file, the tests' clones), zsh (the completion
+# tests), docker-registry and apache2-utils (the OCI tests' registry), then acxfs itself with
+# its test tools.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 SUDO=""
 if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi
 need=()
-for pkg in fuse libfuse2 libfuse3-3 attr sqlite3 systemd util-linux iproute2 git; do
+for pkg in fuse libfuse2 libfuse3-3 attr sqlite3 systemd util-linux iproute2 git zsh; do
   dpkg -s "$pkg" >/dev/null 2>&1 || need+=("$pkg")
 done
 if [ "${#need[@]}" -gt 0 ]; then

@@ -1,7 +1,8 @@
 """The `acxfs` command: a skin over the library, one module per group of commands.
 
 Every command parses its arguments, calls the library and prints; it returns an exit code,
-and a library error becomes one line on stderr (see `acxfs.cli.common.run`).  `main(argv)`
+and a library error becomes one line on stderr (see `acxfs.cli.common.run`), and with `--json`
+also one error document on stdout (`acxfs.cli.output`), a usage error included.  `main(argv)`
 runs one command in-process; `main_entry` is the console script, whose stdout and stderr
 show what their encoding cannot hold as backslash escapes (never a UnicodeEncodeError).
 """
@@ -15,12 +16,15 @@ import io
 import os
 import sys
 from collections.abc import Sequence
+from typing import cast
 
 from acxfs import __version__
 from acxfs.cli import (
     common,
+    completion,
     library_cmds,
     mount_cmds,
+    output,
     pack_cmds,
     publish_cmds,
     read_cmds,
@@ -32,7 +36,7 @@ from acxfs.trust import store as trust_store
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = common.Parser(
         prog="acxfs",
         description="Mount signed skill bundles (ACX cartridges, azphalt packages) read-only; "
         "every byte is verified against the signed manifest before it is served.",
@@ -40,7 +44,8 @@ def build_parser() -> argparse.ArgumentParser:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("--version", action="version", version=f"acxfs {__version__}")
-    subs = parser.add_subparsers(dest="command", metavar="COMMAND")
+    # Its parsers are `common.Parser`s (argparse makes them of the parent's class).
+    subs = cast(common.SubParsers, parser.add_subparsers(dest="command", metavar="COMMAND"))
     subs.required = True
     read_cmds.add_commands(subs)
     pack_cmds.add_commands(subs)
@@ -50,6 +55,7 @@ def build_parser() -> argparse.ArgumentParser:
     library_cmds.add_commands(subs)
     refresh_cmds.add_commands(subs)
     service_cmds.add_commands(subs)
+    completion.add_commands(subs, parser)
     return parser
 
 
@@ -57,8 +63,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     if common.warn_once not in trust_store.warnings:
         trust_store.warnings.append(common.warn_once)
     parser = build_parser()
+    words = list(sys.argv[1:] if argv is None else argv)
     try:
-        args = parser.parse_args(argv)
+        args = parser.parse_args(words)
+    except common.UsageError as exc:
+        if output.wants_json(words):
+            output.emit(output.error_doc(exc.line, common.EXIT_ENVIRONMENT))
+        return common.EXIT_ENVIRONMENT
     except SystemExit as exc:
         return int(exc.code or 0) if isinstance(exc.code, int) else common.EXIT_ENVIRONMENT
     return common.run(args)

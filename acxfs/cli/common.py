@@ -2,8 +2,8 @@
 
 Invariant: a command's failure reaches the user as one line on stderr (`acxfs: error: ...`,
 or the spec's verdict line and what to do next) and one exit code from `EXIT_*` or the
-verdict, never as a traceback; every line that carries text from a container or a path goes
-through `printable`.
+verdict, never as a traceback, and with `--json` also as its error document on stdout;
+every line that carries text from a container or a path goes through `printable`.
 """
 
 from __future__ import annotations
@@ -14,9 +14,10 @@ import errno
 import os
 import sys
 from collections.abc import Callable
-from typing import TypeAlias
+from typing import NoReturn, TypeAlias
 
 from acxfs import formats
+from acxfs.cli import output
 from acxfs.container import Source
 from acxfs.content.cache import process_cache
 from acxfs.errors import (
@@ -38,6 +39,25 @@ EXIT_INPUT = 1  # the input is not a container acxfs accepts
 EXIT_ENVIRONMENT = 2  # usage, a missing file, no FUSE, the system refused
 EXIT_TAMPERED = 5  # the bytes differ from what was signed
 EXIT_INTERRUPTED = 130  # Ctrl-C, SIGTERM or SIGHUP
+
+
+class UsageError(SystemExit):
+    """argparse refused the command line: `line` is the error line it printed."""
+
+    def __init__(self, line: str) -> None:
+        super().__init__(EXIT_ENVIRONMENT)
+        self.line = line
+
+
+class Parser(argparse.ArgumentParser):
+    """argparse's parser (and its subcommands'), whose usage error keeps its line, so a
+    command line asking for `--json` gets its error document too."""
+
+    def error(self, message: str) -> NoReturn:
+        self.print_usage(sys.stderr)
+        line = printable(f"{self.prog}: error: {message}")
+        print(line, file=sys.stderr)
+        raise UsageError(line)
 
 
 def add_command(subs: SubParsers, name: str, summary: str, example: str,
@@ -131,35 +151,48 @@ def describe_os_error(exc: OSError) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
-    """Run the parsed command; a failure becomes its line on stderr and its exit code."""
+    """Run the parsed command; a failure becomes its line on stderr and its exit code, and
+    with `--json` also its error document on stdout (`acxfs.cli.output`)."""
+    as_json = getattr(args, "json", False) is True
+    with output.reserved(as_json):
+        code, line = _run(args)
+    if as_json and line is not None:
+        with contextlib.suppress(OSError, ValueError):  # a closed stdout: the line was said
+            output.emit(output.error_doc(line, code))
+    return code
+
+
+def _fail(line: str, code: int) -> tuple[int, str]:
+    """Say `line` on stderr; the exit code and the line as said."""
+    shown = printable(line)
+    print(shown, file=sys.stderr)
+    return code, shown
+
+
+def _run(args: argparse.Namespace) -> tuple[int, str | None]:
+    """The command's exit code, and the one line its failure said (None: it did not fail)."""
     handler: Handler = args.handler
     try:
-        return int(handler(args))
+        return int(handler(args)), None
     except UntrustedError as exc:
         verdict = exc.verdict
-        print(verdict.line, file=sys.stderr)
+        failed = _fail(verdict.line, verdict.exit_code)
         for line in advice(verdict, getattr(args, "container", ""),
                            getattr(args, "mounting", False)):
             say(line)
-        return verdict.exit_code
+        return failed
     except TamperError as exc:
-        say(f"acxfs: error: {exc} (tampered: the bytes differ from what was signed)")
-        return EXIT_TAMPERED
+        return _fail(f"acxfs: error: {exc} (tampered: the bytes differ from what was signed)",
+                     EXIT_TAMPERED)
     except EnvironmentProblem as exc:
-        say(f"acxfs: error: {exc}")
-        return EXIT_ENVIRONMENT
+        return _fail(f"acxfs: error: {exc}", EXIT_ENVIRONMENT)
     except RefusedError as exc:
-        say(f"acxfs: error: {exc}")
-        return exc.exit_code
+        return _fail(f"acxfs: error: {exc}", exc.exit_code)
     except AcxfsError as exc:  # an input acxfs does not accept
-        say(f"acxfs: error: {exc}")
-        return EXIT_INPUT
+        return _fail(f"acxfs: error: {exc}", EXIT_INPUT)
     except KeyboardInterrupt:
-        print("acxfs: interrupted", file=sys.stderr)
-        return EXIT_INTERRUPTED
+        return _fail("acxfs: interrupted", EXIT_INTERRUPTED)
     except BrokenPipeError:
-        return 0
+        return 0, None
     except OSError as exc:  # the system refused a file or the output: say which, no traceback
-        say(f"acxfs: error: {describe_os_error(exc)}")
-        return EXIT_ENVIRONMENT
-
+        return _fail(f"acxfs: error: {describe_os_error(exc)}", EXIT_ENVIRONMENT)

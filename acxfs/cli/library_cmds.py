@@ -8,10 +8,10 @@ what it returns; nothing here touches the store, the links or the daemon itself.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 
 from acxfs.cli.common import SubParsers, add_command, say
+from acxfs.cli.output import emit
 from acxfs.errors import EnvironmentProblem
 from acxfs.library.links.agents import agent_names, help_table
 from acxfs.library.manager import Library
@@ -85,6 +85,8 @@ def add_commands(subs: SubParsers) -> None:
     p.add_argument("--allow-key-change", action="store_true", help=_KEY_CHANGE_HELP)
     p.add_argument("--check", action="store_true",
                    help="change nothing; say what update would do; exit 1 if anything")
+    p.add_argument("--json", action="store_true",
+                   help="with --check: print it as JSON (docs/json.md)")
     source_options(p)
     p = add_command(subs, "revert", "serve the previous revision of installed bundles again",
                     "acxfs revert io.github.me/research", cmd_revert)
@@ -124,6 +126,8 @@ def add_commands(subs: SubParsers) -> None:
     p.add_argument("--check", action="store_true",
                    help="change nothing: say how this machine differs from the lock (exit 1 "
                    "if it does)")
+    p.add_argument("--json", action="store_true",
+                   help="with --check: print the differences as JSON (docs/json.md)")
     p.add_argument("--offline", action="store_true",
                    default=os.environ.get("ACXFS_OFFLINE") == "1",
                    help="no network: the store and directories only (also ACXFS_OFFLINE=1)")
@@ -227,6 +231,13 @@ def cmd_update(args: argparse.Namespace) -> int:
                                  "identities installed from a source (with --from, --check)")
     if args.project is not None:
         raise EnvironmentProblem("update --project takes bundle files")
+    if args.json:
+        if not args.check:
+            raise EnvironmentProblem("--json reports what update --check finds; add --check")
+        work = updates.survey(library, args.bundles, args.source, _options(args),
+                              library.policy.warn_withdrawn)
+        emit(updates.check_doc(work))
+        return 1 if work.changes else 0
     return updates.update(library, args.bundles, args.source, _options(args), args.check,
                           args.allow_downgrade, warn_only=library.policy.warn_withdrawn)
 
@@ -235,7 +246,15 @@ def cmd_sync(args: argparse.Namespace) -> int:
     if args.check:
         if args.sources:
             raise EnvironmentProblem("--check changes nothing: it takes no --from")
+        if args.json:
+            found = Projects(_library()).differences(args.project)
+            emit({"project": str(found.root), "matches": not found.lines,
+                  "bundles": found.bundles, "skills": found.skills,
+                  "differences": found.lines, "exitCode": 1 if found.lines else 0})
+            return 1 if found.lines else 0
         return Projects(_library()).check(args.project)
+    if args.json:
+        raise EnvironmentProblem("--json is for sync --check (sync itself reports as it goes)")
     library = _library()
     for source in args.sources:
         if is_oci(source):
@@ -255,7 +274,7 @@ def cmd_list(args: argparse.Namespace) -> int:
     library = _library()
     doc = describe_library(library)
     if args.json:
-        print(json.dumps(doc, indent=2, ensure_ascii=True))
+        emit(doc)
     else:
         print(render_library(doc), end="")
     return 0

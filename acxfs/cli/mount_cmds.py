@@ -15,6 +15,7 @@ from acxfs.cli.common import (
     trust_of,
     trust_options,
 )
+from acxfs.cli.output import emit
 from acxfs.mount import backend, lifecycle, records
 from acxfs.mount.single import MountRequest, mount_container
 from acxfs.mount.table import live_mounts
@@ -56,8 +57,9 @@ def add_commands(subs: SubParsers) -> None:
                     "they are closed)", "acxfs umount ~/.claude/skills/expertise-designer",
                     cmd_umount)
     p.add_argument("mountpoint", metavar="MOUNTPOINT")
-    add_command(subs, "status", "list live acxfs mounts with their container, view and verdict",
-                "acxfs status", cmd_status)
+    p = add_command(subs, "status", "list live acxfs mounts with their container, view and "
+                    "verdict", "acxfs status\n  acxfs status --json", cmd_status)
+    p.add_argument("--json", action="store_true", help="print the mounts as JSON (docs/json.md)")
 
 
 def cmd_mount(args: argparse.Namespace) -> int:
@@ -74,8 +76,21 @@ def cmd_umount(args: argparse.Namespace) -> int:
     return 0
 
 
+def _mount_json(fsname: str, mountpoint: str) -> dict[str, object]:
+    state = records.read_state(mountpoint)
+    if state is None:
+        return {"mountpoint": mountpoint, "container": fsname.removeprefix("acxfs:"),
+                "state": "unknown", "view": None, "pid": None, "verdict": None}
+    return {"mountpoint": mountpoint, "container": state.container,
+            "state": "running" if lifecycle.alive(state.pid) else "stale",
+            "view": state.view, "pid": state.pid, "verdict": state.verdict}
+
+
 def cmd_status(args: argparse.Namespace) -> int:
     mounts = live_mounts()
+    if args.json:
+        emit({"mounts": [_mount_json(fsname, mountpoint) for fsname, mountpoint in mounts]})
+        return 0
     if not mounts:
         print("no acxfs mounts")
         return 0

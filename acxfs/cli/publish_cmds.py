@@ -1,7 +1,8 @@
 """`acxfs push`: publish a bundle `verify` accepts to an OCI registry.
 
 Invariant: the command parses its arguments, makes one call into `acxfs.sources.oci.push`,
-and prints the one line it returns; nothing here speaks to the registry itself.
+and prints the one line it returns (with `--json`, its document); nothing here speaks to the
+registry itself.
 """
 
 from __future__ import annotations
@@ -9,10 +10,11 @@ from __future__ import annotations
 import argparse
 
 from acxfs.cli.common import SubParsers, add_command, trust_of, trust_options
+from acxfs.cli.output import emit
 from acxfs.errors import EnvironmentProblem
 from acxfs.sources.http import DEFAULT_TIMEOUT, Http
 from acxfs.sources.oci.push import push
-from acxfs.sources.oci.reference import parse_ref
+from acxfs.sources.oci.reference import parse_ref, version_tag
 
 
 def add_commands(subs: SubParsers) -> None:
@@ -29,6 +31,7 @@ def add_commands(subs: SubParsers) -> None:
     p.add_argument("--timeout", type=float, default=DEFAULT_TIMEOUT, metavar="S",
                    help="seconds without an answer before giving up, per connect and read "
                    "(default: 30)")
+    p.add_argument("--json", action="store_true", help="print the result as JSON (docs/json.md)")
     trust_options(p)
 
 
@@ -37,5 +40,13 @@ def cmd_push(args: argparse.Namespace) -> int:
         raise EnvironmentProblem("--timeout: not a positive number of seconds")
     ref = parse_ref(args.ref)
     pushed = push(args.bundle, ref, trust_of(args), Http(timeout=args.timeout))
+    if args.json:
+        tags = [version_tag(pushed.version)]
+        if ref.tag is not None and ref.tag not in tags:
+            tags.append(ref.tag)
+        emit({"reference": pushed.ref.text, "repository": pushed.ref.key,
+              "digest": pushed.ref.digest, "identity": pushed.identity,
+              "version": pushed.version, "tags": tags})
+        return 0
     print(pushed.line)
     return 0

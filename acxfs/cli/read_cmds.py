@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import json
 import stat
 import sys
 from pathlib import Path
@@ -22,6 +21,8 @@ from acxfs.cli.common import (
     trust_of,
     trust_options,
 )
+from acxfs.cli.output import emit
+from acxfs.container import Entry
 from acxfs.errors import EnvironmentProblem
 from acxfs.safe.interrupts import stop_like_ctrl_c
 from acxfs.text import printable
@@ -57,6 +58,8 @@ def add_commands(subs: SubParsers) -> None:
     p.add_argument("container", metavar="CART")
     p.add_argument("path", nargs="?", default="", metavar="PATH")
     p.add_argument("-l", "--long", action="store_true", help="show mode, size and digest")
+    p.add_argument("--json", action="store_true",
+                   help="print the entries as JSON, with mode, size and digest (docs/json.md)")
     policy_options(p)
     trust_options(p)
 
@@ -101,10 +104,9 @@ def cmd_verify(args: argparse.Namespace) -> int:
     deep = not args.quick
     report = formats.check(args.container, trust_of(args), deep=deep)
     verdict = report.verdict
-    if args.json:  # json.dumps escapes every control character itself
-        doc = verdict_json(verdict) | {"container": args.container, "format": report.format,
-                                       "deep": deep, "warnings": report.warnings}
-        print(json.dumps(doc, indent=2))
+    if args.json:  # a refusal too: the document carries its exit code (docs/json.md)
+        emit(verdict_json(verdict) | {"container": args.container, "format": report.format,
+                                      "deep": deep, "warnings": report.warnings})
         return verdict.exit_code
     print(verdict.line)
     for line in verdict_facts(verdict):
@@ -117,11 +119,12 @@ def cmd_verify(args: argparse.Namespace) -> int:
 def cmd_inspect(args: argparse.Namespace) -> int:
     report = formats.check(args.container, trust_of(args))
     doc = formats.describe(report)
+    code = report.verdict.exit_code if report.verdict.is_integrity_failure else 0
     if args.json:
-        print(json.dumps(doc, indent=2))  # ASCII: no control character reaches a terminal
+        emit(doc | {"exitCode": code})
     else:
         sys.stdout.write(formats.render(report, doc))
-    return report.verdict.exit_code if report.verdict.is_integrity_failure else 0
+    return code
 
 
 def cmd_ls(args: argparse.Namespace) -> int:
@@ -130,8 +133,12 @@ def cmd_ls(args: argparse.Namespace) -> int:
         names = [path] if not entry.is_dir else [
             f"{path}/{n}" if path else n for n in source.tree.list(path)
         ]
-        for name in names:
-            item = source.tree.lookup(name)
+        items = [(name, source.tree.lookup(name)) for name in names]
+        if args.json:
+            emit({"container": args.container, "path": path,
+                  "entries": [_entry_json(name, item) for name, item in items if item]})
+            return 0
+        for name, item in items:
             assert item is not None
             shown = printable(name) + ("/" if item.is_dir else "")
             if args.long:
@@ -140,6 +147,11 @@ def cmd_ls(args: argparse.Namespace) -> int:
             else:
                 print(shown)
     return 0
+
+
+def _entry_json(name: str, item: Entry) -> dict[str, object]:
+    return {"path": name, "type": "directory" if item.is_dir else "file", "mode": item.mode,
+            "size": item.size, "digest": item.digest.hex() if item.digest else None}
 
 
 def cmd_cat(args: argparse.Namespace) -> int:

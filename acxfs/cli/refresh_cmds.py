@@ -8,11 +8,11 @@ Invariant: each form parses its arguments, makes one call into
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import re
 
 from acxfs.cli.common import SubParsers, add_command, say
+from acxfs.cli.output import emit
 from acxfs.errors import EnvironmentProblem
 from acxfs.library.manager import Library
 from acxfs.library.store.state import UPDATE_MODES
@@ -67,6 +67,9 @@ def add_commands(subs: SubParsers) -> None:
 def cmd_refresh(args: argparse.Namespace) -> int:
     library = Library(say=print, note=say, policy=load_policy(trust_dir()))
     if args.every is not None or args.updates is not None:
+        if args.json:
+            raise EnvironmentProblem("--json reports a check; --every and --updates print "
+                                     "one line")
         if args.every is not None:
             seconds = parse_duration(args.every)
             refresh.set_interval(library, seconds)
@@ -84,13 +87,16 @@ def cmd_refresh(args: argparse.Namespace) -> int:
     if args.timeout <= 0:
         raise EnvironmentProblem("--timeout: not a positive number of seconds")
     if args.offline:
-        library.say("offline: no source checked")
+        if args.json:
+            emit(refresh.Round().to_doc())
+        else:
+            library.say("offline: no source checked")
         return 0
     options = Options(policy=library.policy, timeout=args.timeout)
     result = refresh.Refresher(library, options, warn_only=library.policy.warn_withdrawn) \
         .run(scheduled=args.scheduled)
     if args.json:
-        print(json.dumps(result.to_doc(), indent=2, sort_keys=True))
+        emit(result.to_doc())
     else:
         for line in result.lines(changes_only=args.scheduled):
             library.say(line)

@@ -11,12 +11,13 @@ import argparse
 
 from acxfs import formats
 from acxfs.cli.common import SubParsers, add_command, say
+from acxfs.cli.output import emit
 from acxfs.errors import EnvironmentProblem
 from acxfs.library.manager import Library
 from acxfs.paths import trust_dir
 from acxfs.safe.inputs import open_input
 from acxfs.sources.http import Http
-from acxfs.sources.policy import load_policy
+from acxfs.sources.policy import Rule, load_policy
 from acxfs.sources.registry import INDEX_LIMIT
 from acxfs.text import printable
 from acxfs.trust import registries
@@ -41,7 +42,9 @@ def add_commands(subs: SubParsers) -> None:
                    help="the one publisher the key is trusted for (default: a container's "
                    "signed publisher; required for a key file and for a container whose "
                    "signed statement names none)")
-    add_command(actions, "list", "list pinned keys", "acxfs trust list", cmd_trust_list)
+    q = add_command(actions, "list", "list pinned keys, registry keys, the local key and the "
+                    "policy", "acxfs trust list\n  acxfs trust list --json", cmd_trust_list)
+    q.add_argument("--json", action="store_true", help="print it as JSON (docs/json.md)")
     q = add_command(actions, "remove", "remove a pinned key, or an installed trust registry",
                     "acxfs trust remove ed25519:ab12...\n  acxfs trust remove fleet-registry",
                     cmd_trust_remove)
@@ -93,7 +96,36 @@ def _install_registry(data: bytes, source: str) -> int:
     return 0
 
 
+def _key_json(keyid: str, kind: str, publisher: str | None = None, status: str | None = None,
+              source: str | None = None) -> dict[str, object]:
+    return {"keyid": keyid, "kind": kind, "publisher": publisher, "status": status,
+            "source": source}
+
+
+def _rule_json(rule: Rule) -> dict[str, object]:
+    def listed(value: tuple[str, ...] | None) -> list[str] | None:
+        return None if value is None else list(value)
+    return {"file": rule.path, "sources": listed(rule.sources),
+            "publishers": listed(rule.publishers), "keyids": listed(rule.keyids),
+            "localFiles": rule.files, "withdrawn": rule.withdrawn,
+            "maxIndexAgeDays": rule.max_index_age_days}
+
+
+def _trust_json() -> dict[str, object]:
+    ctx = load_trust()
+    keys = [_key_json(pin.keyid, "pinned", pin.publisher, source=pin.source)
+            for pin in list_pins()]
+    keys += [_key_json(r.keyid, "registry", r.publisher, r.status, r.source)
+             for r in ctx.registry]
+    keys += [_key_json(keyid, "local") for keyid in ctx.local]
+    return {"trustStore": str(trust_dir()), "keys": keys,
+            "policy": [_rule_json(rule) for rule in load_policy(trust_dir()).rules]}
+
+
 def cmd_trust_list(args: argparse.Namespace) -> int:
+    if args.json:
+        emit(_trust_json())
+        return 0
     ctx = load_trust()
     for pin in list_pins():
         print(printable(f"{pin.keyid}  pinned  publisher={pin.publisher}"))

@@ -103,6 +103,16 @@ def _sha256_of(path: Path) -> str | None:
         os.close(fd)
 
 
+@dataclass(frozen=True)
+class Differences:
+    """What `sync --check` found: the project, what its lock names, and each difference."""
+
+    root: Path
+    bundles: int
+    skills: int
+    lines: list[str]
+
+
 @dataclass
 class Projects:
     """The project operations of one user's library."""
@@ -391,6 +401,17 @@ class Projects:
 
     def check(self, directory: str) -> int:
         """Say how this machine differs from the project's lock; change nothing."""
+        found = self.differences(directory)
+        for line in found.lines:
+            self._say(line)
+        if found.lines:
+            return 1
+        self._say(f"{found.root}: matches acxfs.lock ({found.bundles} bundles, {found.skills} "
+                  "skills)")
+        return 0
+
+    def differences(self, directory: str) -> Differences:
+        """How this machine differs from the project's lock, one line each; change nothing."""
         root = project_root(directory)
         lock = self._lock(root)
         lib = self.library
@@ -405,13 +426,8 @@ class Projects:
             status = lib.daemon_status()
             lines += self._entry_differences(root, lock, project, trust, status)
             lines += _link_differences(root, lock, project, lib.paths.mnt)
-        for line in lines:
-            self._say(line)
-        if lines:
-            return 1
         skills = sum(len(e.skills) for e in lock.entries)
-        self._say(f"{root}: matches acxfs.lock ({len(lock.entries)} bundles, {skills} skills)")
-        return 0
+        return Differences(root, len(lock.entries), skills, lines)
 
     def _entry_differences(self, root: Path, lock: Lock, project: Project, trust: TrustContext,
                            status: dict[str, object] | None) -> list[str]:

@@ -122,6 +122,14 @@ def _oci_moved(client: OciSource, rev: Revision,
 
 
 
+def check_doc(work: Work) -> dict[str, object]:
+    """`update --check --json`: what `update` would do (docs/json.md)."""
+    return {"updates": [{"identity": i, "from": old, "to": new, "source": where}
+                        for i, old, new, where in work.updates],
+            "pulled": dict(work.pulled), "upToDate": not work.changes,
+            "exitCode": 1 if work.changes else 0}
+
+
 def update(library: Library, names: list[str], source: str | None, options: Options,
            check: bool, allow_downgrade: bool, warn_only: bool = False) -> int:
     work = survey(library, names, source, options, warn_only)
