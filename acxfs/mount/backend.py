@@ -76,22 +76,9 @@ def _with_readdirplus(mfusepy: Any) -> Any:
     a full stat per entry again would make every warm `find` or `ls` pay for it."""
 
     class FUSE(mfusepy.FUSE):  # type: ignore[misc]
-        def __init__(self, operations: Any, *args: Any, **kwargs: Any) -> None:
+        def __init__(self, *args: Any, **kwargs: Any) -> None:
             self._listed: set[bytes] = set()  # directories listed to the end with attributes
-            # Registered only here: libfuse2 cannot pass FOPEN_CACHE_DIR, so over it an
-            # opendir callback would cost a round trip into Python for nothing.
-            operations.opendir = lambda path: 0
-            super().__init__(operations, *args, **kwargs)
-
-        def opendir(self, path: bytes, fip: Any) -> int:
-            # The kernel keeps the listing it read (FOPEN_CACHE_DIR) across opens
-            # (FOPEN_KEEP_CACHE) until it expires with the directory's attributes or the
-            # mount invalidates the directory (acxfs.mount.invalidation): under a source
-            # nothing changes, and made-up directories are invalidated when they do.
-            fip.contents.fh = 0
-            fip.contents.cache_readdir = 1
-            fip.contents.keep_cache = 1
-            return 0
+            super().__init__(*args, **kwargs)
 
         def readdir_fuse_3(self, path: bytes | None, buf: Any, filler: Any, offset: int,
                            fip: Any, flags: int) -> int:
