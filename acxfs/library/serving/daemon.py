@@ -46,8 +46,8 @@ from acxfs.trust.store import load_trust
 STORE_NAME = re.compile(r"([0-9a-f]{64})\.([a-z]+)")
 FAILURES_KEPT = 1000
 EXPIRY_RECHECK = 3600.0  # seconds between re-checks of key expiry and revocation
-# Contents never change under a served path, so the kernel keeps entries, attributes,
-# negative lookups and listings for a day; the mount invalidates the made-up directories'
+# Contents never change under a served path, so the kernel keeps entries, attributes and
+# negative lookups for a day; the mount invalidates the made-up directories'
 # entries whenever the served set changes (acxfs.mount.invalidation), so a new path is seen
 # the moment it is loaded and a path no longer served (removed, or its signer no longer
 # trusted) is gone at once.  Where libfuse cannot invalidate: nothing negative is cached and
