@@ -39,7 +39,13 @@ def _load_libfuse3() -> Any:
     library = ctypes.util.find_library("fuse3")
     if library is None:
         raise EnvironmentProblem("--backend libfuse3 needs libfuse3 (apt-get install libfuse3-3)")
-    os.environ["FUSE_LIBRARY_PATH"] = library  # mfusepy picks its library when first imported
+    if os.geteuid() != 0 and shutil.which("fusermount3") is None:
+        raise EnvironmentProblem("--backend libfuse3 as a normal user needs fusermount3 "
+                                 "(Debian's fuse3 package)")
+    # mfusepy picks its library when first imported; fusepy reads the same variable, so it is
+    # put back at once (a process that tried libfuse3 can still load libfuse2).
+    before = os.environ.get("FUSE_LIBRARY_PATH")
+    os.environ["FUSE_LIBRARY_PATH"] = library
     try:
         import mfusepy
     except ImportError as exc:
@@ -47,12 +53,14 @@ def _load_libfuse3() -> Any:
             f"--backend libfuse3 needs mfusepy ({exc}); pip install 'acxfs[fuse3]'") from exc
     except OSError as exc:
         raise EnvironmentProblem(f"libfuse3 cannot be loaded ({exc})") from exc
+    finally:
+        if before is None:
+            del os.environ["FUSE_LIBRARY_PATH"]
+        else:
+            os.environ["FUSE_LIBRARY_PATH"] = before
     if mfusepy.fuse_version_major != 3:
         raise EnvironmentProblem(
             "--backend libfuse3: mfusepy was already loaded with another libfuse in this process")
-    if os.geteuid() != 0 and shutil.which("fusermount3") is None:
-        raise EnvironmentProblem("--backend libfuse3 as a normal user needs fusermount3 "
-                                 "(Debian's fuse3 package)")
     return _with_readdirplus(mfusepy)
 
 
@@ -99,6 +107,20 @@ def _with_readdirplus(mfusepy: Any) -> Any:
             return 0
 
     return FUSE
+
+
+def preferred() -> str:
+    """The backend a mount serves with when the user named none: libfuse3 where it loads
+    (its listings carry attributes and stay cached in the kernel), else libfuse2.
+    ACXFS_FUSE_BACKEND names one instead."""
+    named = os.environ.get("ACXFS_FUSE_BACKEND", "")
+    if named in BACKENDS:
+        return named
+    try:
+        load("libfuse3")
+    except EnvironmentProblem:
+        return DEFAULT_BACKEND
+    return "libfuse3"
 
 
 def options(backend: str) -> dict[str, Any]:

@@ -33,6 +33,8 @@ from typing import Any
 from acxfs.content.cache import VerifiedCache
 from acxfs.errors import EnvironmentProblem
 from acxfs.mount import backend as fuse_backend
+from acxfs.mount import invalidation
+from acxfs.mount.invalidation import KernelNotifier
 from acxfs.mount.operations import AcxOperations
 from acxfs.mount.preflight import check_mountpoint, prepare_records_dir, remove_made
 from acxfs.mount.records import MountState, clear_state, log_line, read_state, write_state
@@ -68,6 +70,9 @@ class MountPlan:
     name: str = ""
     on_live: Callable[[AcxOperations], None] = field(default=lambda ops: None)
     note: str = ""  # what status says of it, instead of `summary`'s default
+    # For a mount whose sources change: the options that replace `fuse_options` where the
+    # kernel's caches cannot be invalidated (`acxfs.mount.invalidation`).
+    uncached_options: dict[str, int] | None = None
     reserved: Path | None = None  # a mountpoint in acxfs's data reserved for this mount
 
     @property
@@ -119,16 +124,22 @@ def serve(plan: MountPlan, on_ready: Callable[[], None]) -> None:
     # The verified trees live as long as the mount: keep the collector from re-scanning them.
     gc.freeze()
     ops: AcxOperations
+    kernel = KernelNotifier(plan.backend, plan.mountpoint)
 
     def ready() -> None:
+        kernel.capture()  # in the init callback: the one place libfuse names its session
+        ops.kernel = kernel
         plan.on_live(ops)  # before the caller is told: what on_live starts is there by then
         on_ready()
 
     ops = AcxOperations(plan.mounts, plan.cache,
                         log=lambda message: log_line(plan.log_file, message), on_ready=ready)
+    fuse_options = plan.fuse_options
+    if plan.uncached_options is not None and not invalidation.available(plan.backend):
+        fuse_options = {**fuse_options, **plan.uncached_options}
     options: dict[str, Any] = {
         "attr_timeout": 86400, "entry_timeout": 86400, "negative_timeout": 3600,
-        **fuse_backend.options(plan.backend), **plan.fuse_options,
+        **fuse_backend.options(plan.backend), **fuse_options,
     }
     fuse_class(
         ops, plan.mountpoint, raw_fi=True, foreground=True, ro=True, default_permissions=True,

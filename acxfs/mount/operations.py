@@ -29,6 +29,7 @@ from typing import Any, TypeVar
 from acxfs.container import Entry
 from acxfs.content.cache import VerifiedCache
 from acxfs.errors import TamperError, UnverifiableError
+from acxfs.mount.invalidation import KernelNotifier
 from acxfs.mount.router import Listing, Mounted, PrefixRouter, Served, route
 from acxfs.mount.threads import pin_current_thread
 
@@ -95,6 +96,7 @@ class AcxOperations:
         self._lock = threading.Lock()
         self._router = PrefixRouter()
         self._events: dict[tuple[str, str], TamperEvent] = {}
+        self.kernel: KernelNotifier | None = None  # told of every change once the mount is live
         for mounted in mounts:
             self.attach(mounted.prefix, mounted)
 
@@ -105,12 +107,23 @@ class AcxOperations:
     # --- the set of sources ------------------------------------------------------------
 
     def attach(self, prefix: str, mounted: Mounted) -> None:
-        """Serve `mounted` at `prefix` from now on (`PrefixRouter.attach`)."""
+        """Serve `mounted` at `prefix` from now on (`PrefixRouter.attach`); once this returns,
+        no negative entry the kernel cached hides it."""
+        before = self._router.layout.dirs
         self._router.attach(prefix, mounted)
+        self._changed(before)
 
     def detach(self, prefix: str) -> Mounted | None:
-        """Stop serving what is at `prefix` (`PrefixRouter.detach`)."""
-        return self._router.detach(prefix)
+        """Stop serving what is at `prefix` (`PrefixRouter.detach`); once this returns, no
+        entry the kernel cached reaches it."""
+        before = self._router.layout.dirs
+        gone = self._router.detach(prefix)
+        self._changed(before)
+        return gone
+
+    def _changed(self, before: dict[str, tuple[str, ...]]) -> None:
+        if self.kernel is not None:
+            self.kernel.changed(before, self._router.layout.dirs)
 
     def mounted(self) -> list[Mounted]:
         """What is served now, by prefix."""
@@ -138,6 +151,8 @@ class AcxOperations:
         self._on_ready()
 
     def destroy(self, path: str) -> None:
+        if self.kernel is not None:
+            self.kernel.release()
         for served in self._router.layout.served.values():
             served.mounted.source.close()
 

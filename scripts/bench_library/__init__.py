@@ -8,7 +8,8 @@ For each N (default 10, 50, 200) it measures the daemons' RSS (VmRSS, summed ove
 after start-up and after reading every SKILL.md, start-up until every link resolves, adding one
 more small bundle (its full check included), and a cold read of every SKILL.md through the
 agent directories; at the largest N, the start-up of Claude Code and Codex (to their first
-model request, against a loopback mock) with the library against plain copies, cold and warm.
+model request, against a loopback mock) and of Gemini CLI and OpenCode (to the end of their own
+skill listing) with the library against plain copies, cold and warm.
 A Markdown table of medians goes to stdout, every raw figure to `--json`.
 
 Invariant: nothing outside one temporary directory is touched. Every column runs with its own

@@ -17,6 +17,7 @@ from scripts.bench_library.columns import COLUMN_TYPES
 from scripts.bench_library.config import BenchError, Config, Results
 from scripts.bench_library.measuring import bench
 from scripts.bench_library.report import render, write_json
+from scripts.bench_library.startup import AGENT_SLUGS
 from scripts.bench_library.system import remove_tree, stop_daemons
 
 
@@ -38,9 +39,10 @@ def parse_args(argv: Sequence[str] | None) -> Config:
     parser.add_argument("--columns", default="lib,mnt,cp", metavar="LIST",
                         help="subset of lib (library), mnt (per-bundle mounts), cp (plain "
                         "copies); default: all")
-    parser.add_argument("--agents", default="claude,codex", metavar="LIST",
-                        help="whose start-up to measure at the largest N (claude, codex; "
-                        "'none' for no start-up rows); default: both")
+    parser.add_argument("--agents", metavar="LIST",
+                        help="whose start-up to measure at the largest N (claude, codex, "
+                        "gemini, opencode; 'none' for no start-up rows); default: all, "
+                        "with --quick claude,codex")
     args = parser.parse_args(argv)
     try:
         sizes = tuple(int(s) for s in args.sizes.split(",")) if args.sizes else (
@@ -52,9 +54,10 @@ def parse_args(argv: Sequence[str] | None) -> Config:
     columns = tuple(args.columns.split(","))
     if not set(columns) <= {kind.slug for kind in COLUMN_TYPES}:
         parser.error(f"--columns: not a subset of lib,mnt,cp: {args.columns}")
-    agents = () if args.agents == "none" else tuple(args.agents.split(","))
-    if not set(agents) <= {"claude", "codex"}:
-        parser.error(f"--agents: not a subset of claude,codex: {args.agents}")
+    named = args.agents or ("claude,codex" if args.quick else ",".join(AGENT_SLUGS))
+    agents = () if named == "none" else tuple(named.split(","))
+    if not set(agents) <= set(AGENT_SLUGS):
+        parser.error(f"--agents: not a subset of {','.join(AGENT_SLUGS)}: {named}")
     return Config(sizes, args.reps or (1 if args.quick else 3), bool(args.quick),
                   60.0 if args.quick else 600.0, Path(args.json).resolve() if args.json
                   else None, Path(args.work).resolve(), bool(args.keep), columns, agents)

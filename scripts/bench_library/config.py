@@ -19,10 +19,15 @@ MEASURES = (  # key, label, unit
     ("add", "add one more bundle (full check)", "s"),
     ("read", "cold read of every SKILL.md", "s"),
 )
-STARTUP_MEASURES = tuple(  # at the largest N only: scripts.bench_library.startup
-    (f"start_{slug}_{temperature}", f"{name} start-up to its first model request, {temperature}",
-     "s") for slug, name in (("claude", "Claude Code"), ("codex", "Codex"))
-    for temperature in ("cold", "warm"))
+STARTUP_AGENTS = (  # slug, name, what its start-up is timed to (scripts.bench_library.startup)
+    ("claude", "Claude Code", "its first model request"),
+    ("codex", "Codex", "its first model request"),
+    ("gemini", "Gemini CLI", "the end of `gemini skills list`"),
+    ("opencode", "OpenCode", "the end of `opencode debug skill`"),
+)
+STARTUP_MEASURES = tuple(  # at the largest N only
+    (f"start_{slug}_{temperature}", f"{name} start-up to {until}, {temperature}", "s")
+    for slug, name, until in STARTUP_AGENTS for temperature in ("cold", "warm"))
 
 
 class BenchError(Exception):
@@ -39,7 +44,7 @@ class Config:
     work: Path
     keep: bool
     columns: tuple[str, ...]  # slugs of the columns to run
-    agents: tuple[str, ...] = ("claude", "codex")  # whose start-up is measured at the largest N
+    agents: tuple[str, ...] = ("claude", "codex", "gemini", "opencode")  # start-up, largest N
 
 
 Results = dict[tuple[int, str, str], Cell]  # (N, measure, column)

@@ -1,6 +1,8 @@
-"""Agent start-up with N skills: Claude Code and Codex, headless against the loopback mocks of
+"""Agent start-up with N skills, with the N bundles in the library (links into the daemon)
+against N plain copies: Claude Code and Codex headless against the loopback mocks of
 `scripts.agent_runs`, timed from the agent's start (the relay's start of it) to its first model
-request; with the N bundles in the library (links into the daemon) against N plain copies.
+request; Gemini CLI and OpenCode, which have no headless run a mock can answer, timed from
+their start to the exit of their own skill listing (`scripts.agent_runs.listings`).
 
 Each round runs, for each agent and then each column: a cold start (library: `acxfs down`,
 `acxfs up` until every link resolves; both: page cache, dentries and inodes dropped) and a warm
@@ -8,9 +10,9 @@ start right after it. Rounds interleave the columns, so drift on a shared machin
 alike. One start per agent and column runs first, unmeasured, so no round pays an agent's
 first-run set-up in a fresh HOME.
 
-Invariant: a start counts only if its first request lists every one of the N skills with the
-description its SKILL.md gives (read through the agent's own directory: the library's links or
-the copies); otherwise the column fails with the skills missing.
+Invariant: a start counts only if its first request (or its listing) names every one of the N
+skills with the description its SKILL.md gives (read through the agent's own directory: the
+library's links or the copies); otherwise the column fails with the skills missing.
 """
 
 from __future__ import annotations
@@ -20,8 +22,10 @@ import re
 import shutil
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 
 from scripts.agent_runs import relay, runs
+from scripts.agent_runs.listings import timed_listing
 from scripts.agent_runs.mocks import AnthropicMock, MockAPI, ResponsesMock
 from scripts.agent_runs.runs import AgentRun
 from scripts.agent_runs.skill_lists import claude_skills_in, codex_skills_in
@@ -33,21 +37,52 @@ from scripts.bench_library.config import STARTUP_MEASURES, BenchError, Bundle, R
 _DESCRIPTION = re.compile(rb"^description: (.*)$", re.MULTILINE)
 
 
+Started = tuple[float, list[tuple[str, str]]]  # seconds, and the (name, description) listed
+
+
 @dataclass(frozen=True)
 class Agent:
     slug: str  # the key of scripts.agent_runs.runs.PACKAGES
     name: str
     directory: str  # the skill directory it reads under HOME
-    mock: Callable[[], MockAPI]
-    start: Callable[..., AgentRun]
-    listed: Callable[[object], list[tuple[str, str]]]
+    run: Callable[[Path, Path, float, Path], Started]  # home, cwd, timeout, started marker
+
+
+def _first_request(mock: Callable[[], MockAPI], start: Callable[..., AgentRun],
+                   listed: Callable[[object], list[tuple[str, str]]], name: str,
+                   home: Path, cwd: Path, timeout: float, started: Path) -> Started:
+    """Seconds from the agent's start to its first model request, and the skills it lists."""
+    with mock() as api:
+        run = start(home, cwd, api, timeout=timeout, started=started)
+        code = run.wait()
+        got = api.model_requests()
+    begun = run.agent_started()
+    if code != 0 or not got or begun is None:
+        raise BenchError(f"{name} run failed (exit {code}, {len(got)} model requests): "
+                         f"{run.stderr.strip()[-300:]}")
+    return got[0].at - begun, listed(got[0].body)
+
+
+def _listing(slug: str, home: Path, cwd: Path, timeout: float, started: Path) -> Started:
+    """Seconds from the agent's start to the exit of its own skill listing, and the skills."""
+    try:
+        found, took = timed_listing(slug, home, cwd, timeout=timeout, started=started)
+    except AssertionError as exc:
+        raise BenchError(str(exc)[:300]) from exc
+    if took is None:
+        raise BenchError(f"{slug}: the relay did not say when it started the agent")
+    return took, [(skill.name, skill.description) for skill in found if not skill.builtin]
 
 
 AGENTS = (
-    Agent("claude", "Claude Code", ".claude/skills", AnthropicMock, runs.start_claude,
-          claude_skills_in),
-    Agent("codex", "Codex", ".agents/skills", ResponsesMock, runs.start_codex, codex_skills_in),
+    Agent("claude", "Claude Code", ".claude/skills", functools.partial(
+        _first_request, AnthropicMock, runs.start_claude, claude_skills_in, "Claude Code")),
+    Agent("codex", "Codex", ".agents/skills", functools.partial(
+        _first_request, ResponsesMock, runs.start_codex, codex_skills_in, "Codex")),
+    Agent("gemini", "Gemini CLI", ".agents/skills", functools.partial(_listing, "gemini")),
+    Agent("opencode", "OpenCode", ".agents/skills", functools.partial(_listing, "opencode")),
 )
+AGENT_SLUGS = tuple(agent.slug for agent in AGENTS)
 TEMPERATURES = ("cold", "warm")
 
 
@@ -100,24 +135,17 @@ def missing_skills(expected: set[tuple[str, str]],
 
 def one_start(agent: Agent, column: Column, expected: set[tuple[str, str]],
               timeout: float) -> float:
-    """Seconds from the agent's start to its first model request, which must list `expected`."""
+    """Seconds of one start of `agent`, which must list `expected`."""
     cwd = column.root / "project"
     cwd.mkdir(exist_ok=True)
     started = column.root / f"{agent.slug}.started"
     started.unlink(missing_ok=True)
-    with agent.mock() as mock:
-        run = agent.start(column.home, cwd, mock, timeout=timeout, started=started)
-        code = run.wait()
-        got = mock.model_requests()
-    begun = run.agent_started()
-    if code != 0 or not got or begun is None:
-        raise BenchError(f"{agent.name} run failed (exit {code}, {len(got)} model requests): "
-                         f"{run.stderr.strip()[-300:]}")
-    missing = missing_skills(expected, agent.listed(got[0].body))
+    took, listed = agent.run(column.home, cwd, timeout, started)
+    missing = missing_skills(expected, listed)
     if missing:
         raise BenchError(f"{agent.name} did not list {len(missing)} of {len(expected)} skills "
                          f"through the {column.name}, e.g. {sorted(missing)[0]}")
-    return got[0].at - begun
+    return took
 
 
 def cold(column: Column, notes: list[str]) -> None:
@@ -200,10 +228,11 @@ def bench_startup(n: int, columns: list[Column], bundles: list[Bundle], slugs: t
     return broken
 
 
-def round_ratios(results: Results, n: int) -> list[float]:
-    """Library over plain copies for every measured round (rounds are paired in order)."""
+def round_ratios(results: Results, n: int, keys: list[str] | None = None) -> list[float]:
+    """Library over plain copies for every measured round of the measures `keys` (default:
+    every start-up measure; rounds are paired in order)."""
     ratios = []
-    for key, _, _ in STARTUP_MEASURES:
+    for key in keys if keys is not None else [key for key, _, _ in STARTUP_MEASURES]:
         lib = results.get((n, key, "library"))
         cp = results.get((n, key, "plain copies"))
         if lib and cp:

@@ -438,8 +438,10 @@ def test_revoked_key_then_up_reload_stops_serving_and_unlinks(tmp_path: Path, ho
     if how != "trust remove":
         assert note in result.stderr and "links removed" in result.stderr
     assert_linked_to(root, set(), absent={"trust-skill", "unread-skill"})
-    assert root.name not in os.listdir(root.parent)  # the daemon no longer serves it
-    with pytest.raises(FileNotFoundError):  # (only what the kernel cached before stays)
+    assert not root.parent.exists()  # the daemon serves nothing of the identity any more
+    with pytest.raises(FileNotFoundError):  # nothing the kernel cached before stays
+        (root / "trust-skill" / "SKILL.md").read_bytes()
+    with pytest.raises(FileNotFoundError):
         (root / "unread-skill" / "SKILL.md").read_bytes()
     doc = bundle()
     assert doc["served"] is False and "portable" in doc["why"]

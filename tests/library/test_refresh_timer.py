@@ -89,6 +89,7 @@ def test_a_revocation_at_the_source_unlinks_it_in_every_home(
                 b = bundle(home)
                 assert not b["served"] and "withdrawn" in b["why"]
                 assert "leaks credentials" in b["why"]
+                assert not os.path.exists(b["path"])  # no longer served, at once
                 assert "withdrawn" in (home.root / "home/.local/share/acxfs/daemon.log").read_text()
         assert took < DEADLINE
         statuses = {status for path, status in logged_requests(log) if path == "/index.json"}

@@ -39,6 +39,7 @@ from acxfs.library.store.state import (
     load_state,
 )
 from acxfs.limits import DEFAULT_LIMITS
+from acxfs.mount import backend as fuse_backend
 from acxfs.mount import lifecycle
 from acxfs.mount.operations import AcxOperations
 from acxfs.mount.records import log_line, read_state
@@ -52,10 +53,14 @@ from acxfs.trust.store import load_trust
 STORE_NAME = re.compile(r"([0-9a-f]{64})\.([a-z]+)")
 FAILURES_KEPT = 1000
 EXPIRY_RECHECK = 3600.0  # seconds between re-checks of key expiry and revocation
-# A new path is served the moment it is loaded (no negative entry is cached); a path no
-# longer served (its bundle removed, or its signer no longer trusted) is forgotten by the
-# kernel within a minute even if it was read before.  Contents never change under a path.
-KERNEL_CACHE = {"negative_timeout": 0, "entry_timeout": 60, "attr_timeout": 60}
+# Contents never change under a served path, so the kernel keeps entries, attributes and
+# negative lookups for a day; the mount invalidates the made-up directories'
+# entries whenever the served set changes (acxfs.mount.invalidation), so a new path is seen
+# the moment it is loaded and a path no longer served (removed, or its signer no longer
+# trusted) is gone at once.  Where libfuse cannot invalidate: nothing negative is cached and
+# the rest for a minute.
+KERNEL_CACHE = {"negative_timeout": 86400, "entry_timeout": 86400, "attr_timeout": 86400}
+UNCACHED = {"negative_timeout": 0, "entry_timeout": 60, "attr_timeout": 60}
 START_LINE = re.compile(r"^\S+ \[(\d+)\] start: library ")  # records.log_line's form
 LOG_TAIL = 1024 * 1024
 HASH_CHUNK = 1024 * 1024  # bytes of the log read back for the last start
@@ -407,6 +412,7 @@ def start(paths: LibraryPaths, state: LibraryState, foreground: bool,
         mountpoint=str(paths.mnt), mounts=mounts, cache=server.cache, view="skills library",
         foreground=foreground, log_file=paths.log, created=None, announce=say,
         name=f"library {paths.root}", fuse_options=dict(KERNEL_CACHE),
+        uncached_options=dict(UNCACHED), backend=fuse_backend.preferred(),
         on_live=server.serving, reserved=paths.mnt,
         note="every bundle checked at start and at each load; acxfs list shows them",
     )
