@@ -15,14 +15,13 @@ from __future__ import annotations
 import contextlib
 import json
 import math
-import sqlite3
 from dataclasses import dataclass, field
 
 from acxfs import formats
 from acxfs.container import Source
 from acxfs.content.cache import process_cache
 from acxfs.formats.acx.check import AcxReport
-from acxfs.formats.acx.connection import connect_readonly, release
+from acxfs.formats.acx.discovery import discovery_rows
 from acxfs.trust.policy import TrustContext
 
 LANCE_COLUMNS = 14  # the builder's acx.lance-memory/1 column count
@@ -62,16 +61,10 @@ def summarize(copy: str, path: str, size: int, trust: TrustContext) -> Summary:
     source, _ = formats.open_source(copy, trust, process_cache(), min_trust="portable")
     with contextlib.closing(source):
         files = {name: _file(source, name) for name in _wanted(source)}
-    conn = connect_readonly(copy)
-    try:
-        attestations = _attestations(conn)
-        capabilities = _capabilities(conn, attestations)
-        memory = [row[0] for row in _rows(conn, "SELECT payload FROM memory")]
-        save = _count(conn, "SELECT COUNT(*) FROM memory WHERE zone='save'") + _count(
-            conn, "SELECT COUNT(*) FROM sqlar WHERE name GLOB 'save/*'") + _count(
-            conn, "SELECT COUNT(*) FROM objects WHERE zone='save'")
-    finally:
-        release(conn)
+    rows = discovery_rows(copy)
+    attestations = _attestations(rows.attestations)
+    capabilities = _capabilities(rows.capabilities, attestations)
+    memory, save = list(rows.memory), rows.save_rows
     spec_issues = _spec_issues(files, memory, meta.get("acx.embedding_engine"))
     publisher, ident = meta.get("acx.publisher_id", ""), meta.get("acx.artifact_id", "")
     role = meta.get("acx.role") or ""
@@ -127,18 +120,6 @@ def _file(source: Source, name: str) -> bytes | None:
     if entry is None or entry.is_dir:
         return None
     return source.read(entry, 0, entry.size)
-
-
-def _rows(conn: sqlite3.Connection, sql: str) -> list[tuple[object, ...]]:
-    try:
-        return list(conn.execute(sql))
-    except sqlite3.OperationalError:  # the table is absent: none
-        return []
-
-
-def _count(conn: sqlite3.Connection, sql: str) -> int:
-    rows = _rows(conn, sql)
-    return int(rows[0][0]) if rows and isinstance(rows[0][0], int) else 0
 
 
 def _json(data: object) -> object:
@@ -219,12 +200,11 @@ class _Attestation:
     references: tuple[str, ...]
 
 
-def _attestations(conn: sqlite3.Connection) -> list[_Attestation]:
+def _attestations(rows: tuple[tuple[object, object], ...]) -> list[_Attestation]:
     out = []
-    for att_id, document in _rows(conn, "SELECT att_id, document FROM attestations WHERE "
-                                  "type='vc-2.0' ORDER BY created_at, att_id"):
+    for att_id, document in rows:
         vc = _json(document)
-        refs = [att_id]
+        refs: list[object] = [att_id]
         level: float | int | None = None
         tier = None
         state = "invalid" if vc is None and document != "null" else "unresolved"
@@ -270,10 +250,10 @@ def _level_claim(attestations: list[_Attestation]) -> dict[str, object]:
             "verificationState": selected.state if selected else "unresolved"}
 
 
-def _capabilities(conn: sqlite3.Connection,
+def _capabilities(rows: tuple[object, ...],
                   attestations: list[_Attestation]) -> list[dict[str, object]]:
     out = []
-    for (text,) in _rows(conn, "SELECT json FROM capabilities ORDER BY id"):
+    for text in rows:
         cap = _json(text)
         if not cap:
             continue  # unreadable or empty: the builder lists no capability for the row

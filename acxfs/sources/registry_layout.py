@@ -128,7 +128,7 @@ def _open_file(dirfd: int, name: str, shown: str) -> int | None:
     return fd
 
 
-def read_small(reg: RegistryDir, name: str) -> bytes | None:
+def read_file(reg: RegistryDir, name: str) -> bytes | None:
     """The bytes of the registry file `name` (at most 16 MiB), None if absent."""
     fd = _open_file(reg.fd, name, reg.where(name))
     if fd is None:

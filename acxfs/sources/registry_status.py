@@ -150,7 +150,7 @@ def withdraw(coordinate: str, registry: str, asked: str, reason: str, successor:
 
     with tempfile.TemporaryDirectory(prefix="acxfs-withdraw-") as work, \
             layout.opened(registry, create=False) as reg:
-        if layout.read_small(reg, layout.INDEX) is None:
+        if layout.read_file(reg, layout.INDEX) is None:
             raise SourceError(f"{registry}: no index.json; acxfs publish makes one")
         regenerate(reg, work, change)
     return result[0]

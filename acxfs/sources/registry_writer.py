@@ -64,7 +64,7 @@ class Published:
 def registry_trust(reg: layout.RegistryDir) -> TrustContext:
     """The registry's own `trust-registry.json` (unreadable or absent: no key, as the
     builder takes it): the trust the index states."""
-    data = layout.read_small(reg, layout.TRUST)
+    data = layout.read_file(reg, layout.TRUST)
     if data is None:
         return TrustContext()
     try:
@@ -76,10 +76,10 @@ def registry_trust(reg: layout.RegistryDir) -> TrustContext:
 
 def read_state(reg: layout.RegistryDir, work: str) -> State:
     """Read and check everything the index is made from; refuse what the builder rejects."""
-    index_bytes = layout.read_small(reg, layout.INDEX)
+    index_bytes = layout.read_file(reg, layout.INDEX)
     if index_bytes is not None:
         acx_index.parse_index(index_bytes, reg.where(layout.INDEX))  # refuses a malformed one
-    status_bytes = layout.read_small(reg, layout.STATUS)
+    status_bytes = layout.read_file(reg, layout.STATUS)
     status_doc = None
     if status_bytes is not None:
         acx_index.parse_status(status_bytes, reg.where(layout.STATUS))
@@ -264,7 +264,7 @@ def regenerate(reg: layout.RegistryDir, work: str,
         return state
     index = build_index(state.summaries, status_doc)
     ledger = (json.dumps(status_doc, indent=2, ensure_ascii=False) + "\n").encode("utf-8")
-    old = layout.read_small(reg, layout.STATUS)
+    old = layout.read_file(reg, layout.STATUS)
     layout.write_file(reg, layout.STATUS, ledger)
     try:
         if index != state.index_bytes:
