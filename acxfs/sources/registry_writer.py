@@ -21,8 +21,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from acxfs import formats, semver
-from acxfs.errors import EnvironmentProblem, RefusedError, SourceError, TrustConfigError
-from acxfs.safe.inputs import open_input
+from acxfs.errors import RefusedError, SourceError, TrustConfigError
+from acxfs.safe.inputs import copy_input
 from acxfs.sources import acx_index
 from acxfs.sources import registry_layout as layout
 from acxfs.sources.registry_entry import Summary, summarize
@@ -279,12 +279,4 @@ def regenerate(reg: layout.RegistryDir, work: str,
 def _copy_bundle(bundle: str, copy: str) -> tuple[int, str]:
     """Copy `bundle` (a regular file, never written) to the private file `copy`; its size
     and sha256 hex."""
-    try:
-        with open_input(bundle) as src:
-            return layout.copy_into(src.fileno(), copy, bundle)
-    except FileNotFoundError:
-        raise EnvironmentProblem(f"{bundle}: no such file") from None
-    except IsADirectoryError:
-        raise EnvironmentProblem(f"{bundle}: a directory, not a bundle file") from None
-    except OSError as exc:
-        raise EnvironmentProblem(f"{bundle}: {exc.strerror or exc}") from None
+    return copy_input(bundle, copy, layout.BUNDLE_LIMIT, "bundle acxfs publishes")
