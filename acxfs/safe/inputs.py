@@ -10,9 +10,12 @@ with an OSError whose strerror says what the path is.
 from __future__ import annotations
 
 import errno
+import hashlib
 import os
 import stat
 from typing import BinaryIO
+
+from acxfs.errors import EnvironmentProblem
 
 
 def open_input(path: str | os.PathLike[str]) -> BinaryIO:
@@ -29,3 +32,28 @@ def open_input(path: str | os.PathLike[str]) -> BinaryIO:
     except BaseException:
         os.close(fd)
         raise
+
+
+def copy_input(path: str, dest: str, limit: int, what: str) -> tuple[int, str]:
+    """Copy the input `path` (never written) to the new private file `dest` (0600), at most
+    `limit` bytes; its size and sha256 hex.  Every failure is one EnvironmentProblem naming
+    `path` (`what`: what it is too large to be)."""
+    digest = hashlib.sha256()
+    size = 0
+    try:
+        with open_input(path) as src, open(dest, "xb") as dst:
+            os.fchmod(dst.fileno(), 0o600)
+            while chunk := src.read(1024 * 1024):
+                size += len(chunk)
+                if size > limit:
+                    raise EnvironmentProblem(f"{path}: over {limit >> 30} GiB, the largest "
+                                             f"{what}")
+                digest.update(chunk)
+                dst.write(chunk)
+    except FileNotFoundError:
+        raise EnvironmentProblem(f"{path}: no such file") from None
+    except IsADirectoryError:
+        raise EnvironmentProblem(f"{path}: a directory, not a bundle file") from None
+    except OSError as exc:
+        raise EnvironmentProblem(f"{path}: {exc.strerror or exc}") from None
+    return size, digest.hexdigest()

@@ -19,7 +19,7 @@ from typing import Any, NamedTuple
 
 import pytest
 
-from acxfs.cli import build_parser
+from acxfs.cli import build_parser, main
 from acxfs.cli.completion import commands
 from scripts.mounting import acxfs, mounted
 from tests.support import REPO
@@ -213,6 +213,25 @@ def _refresh(tmp: Path, make: Any, reg: Path) -> list[Case]:
             Case(["refresh", "--timeout", "0"], 2, False)]
 
 
+def _publish(tmp: Path, make: Any, reg: Path) -> list[Case]:
+    cart, registry = make(), tmp / "published"
+    return [Case(["publish", cart, "--registry", registry, "--trust-registry", reg], 0, True),
+            Case(["publish", cart, "--registry", registry, "--trust-registry", reg], 0, True),
+            Case(["publish", cart, "--registry", tmp / "other"], 4, False)]  # untrusted
+
+
+def _withdraw(tmp: Path, make: Any, reg: Path) -> list[Case]:
+    registry = tmp / "ledger"
+    assert main(["publish", str(make()), "--registry", str(registry),
+                 "--trust-registry", str(reg)]) == 0  # the release it withdraws
+    name = f"{PUBLISHER}/demo@1.0.0"
+    why = "leaks the user's API token"
+    return [Case(["withdraw", name, "--registry", registry, "--status", "withdrawn",
+                  "--reason", why], 0, True),
+            Case(["withdraw", f"{PUBLISHER}/none@1.0.0", "--registry", registry, "--status",
+                  "withdrawn", "--reason", why], 1, False)]
+
+
 def _push(tmp: Path, make: Any, reg: Path) -> list[Case]:
     # Its answer needs a registry: test_push_json_names_the_manifest_it_pushed.
     return [Case(["push", make(), "oci+http://127.0.0.1:9/demo"], 4, False),  # untrusted
@@ -225,6 +244,7 @@ SCENARIOS: dict[str, Scenario] = {
     "status --json": _status, "list --json": _list, "trust list --json": _trust_list,
     "sync --check --json": _sync_check, "push --json": _push,
     "update --check --json": _update_check, "refresh --json": _refresh,
+    "publish --json": _publish, "withdraw --json": _withdraw,
 }
 ANSWERED_BY_A_SLOW_TEST = {"push --json"}
 

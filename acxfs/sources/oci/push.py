@@ -12,8 +12,6 @@ written back, never dropping another referrer).
 
 from __future__ import annotations
 
-import hashlib
-import os
 import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -22,8 +20,8 @@ from typing import IO
 
 from acxfs import formats
 from acxfs.errors import EnvironmentProblem, RefusedError, SourceError
-from acxfs.safe.inputs import open_input
-from acxfs.sources.http import CHUNK, Http
+from acxfs.safe.inputs import copy_input
+from acxfs.sources.http import Http
 from acxfs.sources.oci.artifact import (
     EMPTY_BYTES,
     EMPTY_DIGEST,
@@ -98,23 +96,7 @@ def push(bundle: str, ref: OciRef, trust: TrustContext, http: Http) -> Pushed:
 
 def _copy(bundle: str, copy: Path) -> str:
     """Copy `bundle` (a regular file, never written) to `copy`; the copy's sha256:<hex>."""
-    digest = hashlib.sha256()
-    try:
-        with open_input(bundle) as src, open(copy, "xb") as dst:
-            os.fchmod(dst.fileno(), 0o600)
-            while chunk := src.read(CHUNK):
-                digest.update(chunk)
-                dst.write(chunk)
-                if dst.tell() > LAYER_BYTES:
-                    raise EnvironmentProblem(f"{bundle}: over 1 GiB, the largest layer acxfs "
-                                             "pushes")
-    except FileNotFoundError:
-        raise EnvironmentProblem(f"{bundle}: no such file") from None
-    except IsADirectoryError:
-        raise EnvironmentProblem(f"{bundle}: a directory, not a bundle file") from None
-    except OSError as exc:
-        raise EnvironmentProblem(f"{bundle}: {exc.strerror or exc}") from None
-    return "sha256:" + digest.hexdigest()
+    return "sha256:" + copy_input(bundle, str(copy), LAYER_BYTES, "layer acxfs pushes")[1]
 
 
 def _blob(repo: Repository, digest: str, size: int,
