@@ -164,7 +164,7 @@ class Http:
             return Answer(200, cached.body, kept, url, "OK (not modified)")
         if answer.status == 200:
             self.revalidator.put(url, accept, Cached(
-                answer.body, answer.header("ETag"), answer.header("Last-Modified"),
+                answer.body, answer.header("ETag"), settled_modified(answer),
                 answer.header("Content-Type")))
         return answer
 
@@ -263,6 +263,23 @@ def retry_after_of(answer: Answer) -> float | None:
     if when.tzinfo is None:
         return None
     return max(0.0, (when - dt.datetime.now(dt.UTC)).total_seconds())
+
+
+def settled_modified(answer: Answer) -> str | None:
+    """The answer's `Last-Modified` when it can stand for this body: at least a second before
+    its `Date` (RFC 9110 8.8.2.2).  A body changed again within the second it was sent would
+    carry the same Last-Modified, so asking `If-Modified-Since` with it would keep the old
+    body for good; such an answer gets no validator (the next GET asks unconditionally)."""
+    modified, sent = answer.header("Last-Modified"), answer.header("Date")
+    if modified is None or sent is None:
+        return None
+    try:
+        then, now = (email.utils.parsedate_to_datetime(v) for v in (modified, sent))
+    except (TypeError, ValueError):
+        return None
+    if then.tzinfo is None or now.tzinfo is None:
+        return None
+    return modified if (now - then).total_seconds() >= 1 else None
 
 
 def status_error(url: str, answer: Answer, said: str = "") -> NetworkError:

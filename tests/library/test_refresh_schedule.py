@@ -8,6 +8,7 @@ server (a damaged or foreign entry is a miss, a `304` gives back the kept body).
 from __future__ import annotations
 
 import datetime as dt
+import email.utils
 import itertools
 import random
 import threading
@@ -274,6 +275,25 @@ def test_another_urls_entry_is_a_miss(tmp_path: Path) -> None:
         answer = client(cache).fetch(base + "index.json")
     assert answer.body == origin.body
     assert origin.conditional() == [False, False, False]
+
+
+def test_a_last_modified_of_the_second_it_was_sent_is_no_validator(tmp_path: Path) -> None:
+    """A static host's Last-Modified has whole seconds: a file rewritten within the second of
+    the last GET keeps it, so `If-Modified-Since` with it would be answered 304 for good."""
+    stamp = email.utils.formatdate(usegmt=True)
+    bodies = [b'{"updatedAt": "2026-11-20"}', b'{"updatedAt": "2026-11-21", "withdrawn": 1}']
+
+    def route(path: str) -> Reply:
+        asked = server.requests[-1].headers.get("If-Modified-Since")
+        body = bodies[min(len(server.requests), 2) - 1]
+        headers = {"Last-Modified": stamp, "Date": stamp}
+        return Reply(304, b"", headers) if asked == stamp else Reply(200, body, headers)
+
+    server = Scripted(route)
+    with server.running() as base:
+        assert client(tmp_path / "cache").fetch(base + "status.json").body == bodies[0]
+        assert client(tmp_path / "cache").fetch(base + "status.json").body == bodies[1]
+    assert ["If-Modified-Since" in r.headers for r in server.requests] == [False, False]
 
 
 def test_a_304_to_a_request_without_validators_is_no_body(tmp_path: Path) -> None:
