@@ -33,6 +33,7 @@ from acxfs.library.store.checks import SourceCheck, parse_time
 from acxfs.library.updates import refresh
 from acxfs.sources.http import Http
 from acxfs.sources.revalidate import Revalidator
+from tests.support.freshness import wait_until
 from tests.support.servers import Reply, Scripted
 
 NOW = dt.datetime(2026, 12, 1, 12, 0, 0, tzinfo=dt.UTC)
@@ -46,15 +47,6 @@ def never() -> None:
 def schedule(every: float | None, last: float | None, now: float, seed: int = 7) -> Schedule:
     return Schedule(interval=lambda: every, check=never, last=lambda: last,
                     clock=lambda: now, rng=random.Random(seed), offline=False)
-
-
-def wait_until(what: str, condition: Callable[[], bool], deadline: float = 10.0) -> None:
-    end = time.monotonic() + deadline
-    while time.monotonic() < end:
-        if condition():
-            return
-        time.sleep(0.01)
-    raise AssertionError(f"not within {deadline:g} s: {what}")
 
 
 # --- the timer ----------------------------------------------------------------------------
@@ -98,11 +90,11 @@ def test_a_wake_restarts_the_wait_without_a_check() -> None:
     timer = Schedule(interval=interval, check=lambda: checks.append(1.0), offline=False)
     timer.start()
     try:
-        wait_until("the first wait began", lambda: len(asked) == 1)
+        wait_until("the first wait began", lambda: len(asked) == 1, 10)
         timer.wake()
-        wait_until("the wait began anew", lambda: len(asked) == 2)
+        wait_until("the wait began anew", lambda: len(asked) == 2, 10)
         timer.wake()
-        wait_until("and again", lambda: len(asked) == 3)
+        wait_until("and again", lambda: len(asked) == 3, 10)
         assert checks == []
     finally:
         timer.stop()
