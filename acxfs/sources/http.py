@@ -168,7 +168,7 @@ class Http:
                                "no redirects")
         if answer.status == 200:
             self.revalidator.put(url, accept, Cached(
-                answer.body, answer.header("ETag"), _strong_date(answer),
+                answer.body, answer.header("ETag"), settled_modified(answer),
                 answer.header("Content-Type")))
         return answer
 
@@ -253,25 +253,6 @@ class Http:
         return SourceError(f"{url}: over {mib(bound)}")
 
 
-def _strong_date(answer: Answer) -> str | None:
-    """The answer's `Last-Modified`, unless it lies within a second of when it was sent (its
-    `Date`, else now): a file changed again within that second would answer `304` to it for
-    ever (RFC 9110, 8.8.2.2), so such a date is no validator."""
-    modified = answer.header("Last-Modified")
-    if modified is None:
-        return None
-    try:
-        when = email.utils.parsedate_to_datetime(modified)
-        sent_text = answer.header("Date")
-        sent = email.utils.parsedate_to_datetime(sent_text) if sent_text else \
-            dt.datetime.now(dt.UTC)
-    except (TypeError, ValueError):
-        return None
-    if when.tzinfo is None or sent.tzinfo is None or (sent - when).total_seconds() < 2:
-        return None
-    return modified
-
-
 def retry_after_of(answer: Answer) -> float | None:
     """The seconds a `Retry-After` header asks to wait (delta-seconds or an HTTP date)."""
     value = (answer.header("Retry-After") or "").strip()
@@ -286,6 +267,23 @@ def retry_after_of(answer: Answer) -> float | None:
     if when.tzinfo is None:
         return None
     return max(0.0, (when - dt.datetime.now(dt.UTC)).total_seconds())
+
+
+def settled_modified(answer: Answer) -> str | None:
+    """The answer's `Last-Modified` when it can stand for this body: at least a second before
+    its `Date` (RFC 9110 8.8.2.2).  A body changed again within the second it was sent would
+    carry the same Last-Modified, so asking `If-Modified-Since` with it would keep the old
+    body for good; such an answer gets no validator (the next GET asks unconditionally)."""
+    modified, sent = answer.header("Last-Modified"), answer.header("Date")
+    if modified is None or sent is None:
+        return None
+    try:
+        then, now = (email.utils.parsedate_to_datetime(v) for v in (modified, sent))
+    except (TypeError, ValueError):
+        return None
+    if then.tzinfo is None or now.tzinfo is None:
+        return None
+    return modified if (now - then).total_seconds() >= 1 else None
 
 
 def status_error(url: str, answer: Answer, said: str = "") -> NetworkError:

@@ -3,7 +3,8 @@ ledger, feed, tag list or manifest costs a `304 Not Modified` and no body.
 
 Invariant: an entry holds a body a server sent with `200` for one URL (and one `Accept`),
 within the bound of the request that read it, with the validators the server gave for it
-(`ETag`, else `Last-Modified`); it is handed back only when that server answers `304` to
+(`ETag`, else a `Last-Modified` at least a second older than the answer's `Date`,
+which the body cannot have outrun); it is handed back only when that server answers `304` to
 those validators, and then as the untrusted bytes it always was: its reader parses and
 checks it as if it had just arrived (rollback, coordinates, bounds).  The cache lies in a
 directory only its owner can enter; an entry that cannot be read back exactly (damaged,

@@ -11,61 +11,32 @@ import os
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 import pytest
 
 from tests.support import acx_registry as reg
-from tests.support.projects import PUBLISHER, Machine, init_repo, machines, pack
+from tests.support.freshness import (
+    DEADLINE,
+    NAME,
+    SKILL,
+    bundle,
+    install,
+    link_of,
+    publish,
+    releases,
+    wait_until,
+)
+from tests.support.projects import Machine, init_repo, machines
 from tests.support.servers import logged_requests, static_server
 
 pytestmark = [pytest.mark.fuse, pytest.mark.slow]
-
-NAME = f"{PUBLISHER}/research"
-SKILL = "expertise-designer"
-DEADLINE = 60.0  # seconds: a few 2 s intervals on a loaded machine
-
-
-def wait_until(what: str, condition: Callable[[], bool], deadline: float = DEADLINE) -> None:
-    end = time.monotonic() + deadline
-    while time.monotonic() < end:
-        if condition():
-            return
-        time.sleep(0.2)
-    raise AssertionError(f"not within {deadline:g} s: {what}")
-
-
-def bundle(machine: Machine, identity: str = NAME) -> dict[str, Any]:
-    found = [b for b in machine.listing()["bundles"] if b["identity"] == identity]
-    assert len(found) == 1, found
-    one: dict[str, Any] = found[0]
-    return one
-
-
-def link_of(machine: Machine) -> Path:
-    return machine.home / ".claude" / "skills" / SKILL
-
-
-def publish(root: Path, releases: list[reg.Packed], *, status: list[dict[str, Any]],
-            at: str) -> None:
-    """The registry as its builder writes it at time `at`."""
-    reg.build(root, releases, status=status, generated=at, updated=at)
 
 
 @pytest.fixture
 def cartridges(tmp_path: Path) -> Callable[[Machine], dict[str, reg.Packed]]:
     def made(signer: Machine) -> dict[str, reg.Packed]:
-        signer.ok("keygen")
-        return {v: reg.Packed(PUBLISHER, "research", v,
-                              pack(signer, tmp_path / f"out-{v}", "research", v, SKILL))
-                for v in ("1.0.0", "1.1.0")}
+        return releases(signer, tmp_path, "1.0.0", "1.1.0")
     return made
-
-
-def install(machine: Machine, signer_file: Path, base: str, *extra: object) -> None:
-    machine.ok("trust", "add", signer_file)
-    machine.ok("add", NAME, "--from", base, *extra)
-    machine.ok("refresh", "--every", "2s")
 
 
 def test_a_revocation_at_the_source_unlinks_it_in_every_home(

@@ -11,8 +11,10 @@ DNS:localhost; False: plain http), `auth` (None, "htpasswd": `htpasswd -Bbn`, or
 loopback token server, `oci_token.TokenServer`), `users` (name -> password, default one user,
 `USER`), `redirect` (the `redirect` storage middleware sends blob GETs and HEADs to a second
 HTTPS server on `localhost`, `BlobHost`, which serves the storage directory's files, records each
-request with its headers, and can lie or redirect further). Credentials for acxfs:
-`docker_config(dir)` (auths) and `credential_helper(bin_dir, name)` (credHelpers).
+request with its headers, and can lie or redirect further), `access_log` (the registry's
+own line per request with its status code, in `registry.log`: `servers.logged_requests`).
+Credentials for acxfs: `docker_config(dir)` (auths) and `credential_helper(bin_dir, name)`
+(credHelpers).
 Without the binary the test skips (fails under CI=true).
 
 Invariant: everything binds 127.0.0.1, lives in the test's own directory, and is stopped when
@@ -185,10 +187,14 @@ def htpasswd(path: Path, users: dict[str, str]) -> None:
 
 
 def config(work: Path, port: int, root: Path, tls: tuple[Path, Path] | None, auth: str | None,
-           realm: str | None, ca: Path | None, blob_url: str | None) -> dict[str, object]:
+           realm: str | None, ca: Path | None, blob_url: str | None,
+           access_log: bool = False) -> dict[str, object]:
     """The registry's configuration (version 0.1), quiet and on 127.0.0.1:PORT: the
-    benchmark's, with TLS, a login and the redirect middleware as asked."""
+    benchmark's, with TLS, a login, the redirect middleware and an access log (a line per
+    request with its status, in registry.log) as asked."""
     cfg = plain_config(port, root)
+    if access_log:
+        cfg["log"] = {"level": "error", "accesslog": {"disabled": False}}
     http = cfg["http"]
     assert isinstance(http, dict)
     http["headers"] = {"X-Content-Type-Options": ["nosniff"]}
@@ -229,7 +235,8 @@ def wait_ready(reg: Registry, timeout: float = READY) -> None:
 
 @contextlib.contextmanager
 def registry(work: Path, *, tls: bool = True, auth: str | None = None,
-             users: dict[str, str] | None = None, redirect: bool = False) -> Iterator[Registry]:
+             users: dict[str, str] | None = None, redirect: bool = False,
+             access_log: bool = False) -> Iterator[Registry]:
     """A running registry in `work` (its storage, config, certificates and logs there)."""
     exe = binary()
     if auth not in (None, "htpasswd", "token"):
@@ -261,7 +268,8 @@ def registry(work: Path, *, tls: bool = True, auth: str | None = None,
         tls_pair = (cert, key) if tls and cert and key else None
         port = free_port()
         (work / "config.yml").write_text(yaml.safe_dump(
-            config(work, port, root, tls_pair, auth, realm, ca, blob_url), sort_keys=False))
+            config(work, port, root, tls_pair, auth, realm, ca, blob_url, access_log),
+            sort_keys=False))
         log = (work / "registry.log").open("wb")
         stack.callback(log.close)
         process = subprocess.Popen([exe, "serve", str(work / "config.yml")],
