@@ -162,7 +162,7 @@ class Http:
                 if name.lower() != "content-type":
                     kept[name] = value
             return Answer(200, cached.body, kept, url, "OK (not modified)")
-        if 300 <= answer.status < 400:
+        if 300 <= answer.status < 400 and answer.status != 304:
             target = urllib.parse.urljoin(url, answer.header("Location") or "")
             raise NetworkError(f"{url}: redirected to {without_query(target)}; acxfs follows "
                                "no redirects")
