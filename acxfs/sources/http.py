@@ -258,8 +258,8 @@ def retry_after_of(answer: Answer) -> float | None:
     value = (answer.header("Retry-After") or "").strip()
     if not value:
         return None
-    if value.isdigit():
-        return float(value)
+    if value.isascii() and value.isdigit():
+        return min(float(value), 10.0 ** 9)
     try:
         when = email.utils.parsedate_to_datetime(value)
     except (TypeError, ValueError):

@@ -59,6 +59,11 @@ class Plan:
         item = self.after.installed[identity]
         if item.previous is None:
             raise RefusedError(f"{identity} has no previous revision to go back to")
+        life = self.after.pulled_release(item.previous)
+        if life is not None:
+            raise RefusedError(f"{identity} {item.previous.version} is {life.status} at its "
+                               f"source ({life.reason or 'no reason given'}); acxfs does not "
+                               "go back to it")
         self.after.installed[identity] = self._relink(item, item.previous, item.current, mnt)
 
     def _relink(self, item: Installed, rev: Revision, kept: Revision, mnt: Path) -> Installed:

@@ -142,7 +142,7 @@ def reconcile(after: LibraryState, served: dict[str, str], refused: dict[str, st
     for directory, project in sorted(after.projects.items()):
         for identity, b in sorted(project.bundles.items()):
             prefix = b.revision.prefix
-            if prefix in served and b.suspended:
+            if prefix in served and b.suspended and b.withdrawn is None:
                 b.links = links_of(Path(directory), mnt, b.revision, tuple(b.agents))
                 make.extend(b.links)
                 b.suspended = False

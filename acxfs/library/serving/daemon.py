@@ -99,7 +99,12 @@ class LibraryDaemon:
     def _barred_in(self, state: LibraryState) -> Callable[[Revision], str | None]:
         """`_barred`, and a release its source withdrew, yanked or revoked is barred too
         (unless the policy keeps serving it: then the library never marks it)."""
-        policy, pulled = self._barred(), state.pulled_prefixes()
+        policy = self._barred()
+        try:
+            warn = load_policy(self.trust_dir).warn_withdrawn
+        except TrustConfigError:
+            warn = False
+        pulled = {} if warn else state.pulled_prefixes()
         return lambda rev: pulled.get(rev.prefix) or policy(rev)
 
     def _prefix(self, file: str, report: Report, expected: Revision | None) -> str:

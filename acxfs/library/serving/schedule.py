@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 JITTER = 0.10  # each wait is the interval times a factor drawn from [0.9, 1.1]
 CHECK_DEADLINE = 600.0  # seconds a scheduled check may take before it is killed
 OUTPUT_LIMIT = 64 * 1024  # bytes of a check's output kept for the log
+MAX_WAIT = 3600.0  # seconds: the timer looks at the interval again at least this often
 
 
 def check_command() -> list[str]:
@@ -76,10 +77,11 @@ class Schedule:
             return None
         jittered = every * self.rng.uniform(1 - JITTER, 1 + JITTER)
         recorded = self.last()
-        last = max((t for t in (recorded, self._ran) if t is not None), default=None)
+        now = self.clock()
+        last = max((min(t, now) for t in (recorded, self._ran) if t is not None), default=None)
         if last is None:
             return jittered
-        return max(0.0, last + jittered - self.clock())
+        return max(0.0, last + jittered - now)
 
     def wake(self) -> None:
         """The interval changed: wait again from now with the new one."""
@@ -92,8 +94,11 @@ class Schedule:
     def run(self) -> None:
         """Wait, check, wait... until `stop`; a wake restarts the wait without a check."""
         while not self._stopped:
-            delay = self.delay()
-            woken = self._woken.wait(delay)
+            try:
+                delay = self.delay()
+            except Exception:  # a state that cannot be read: wait one default interval
+                delay = MAX_WAIT
+            woken = self._woken.wait(None if delay is None else min(delay, MAX_WAIT))
             self._woken.clear()
             if self._stopped:
                 return

@@ -147,11 +147,22 @@ class LibraryState:
         served), with why."""
         found = {item.current.prefix: item.withdrawn for item in self.installed.values()
                  if item.withdrawn is not None}
+        for rev in self.revisions():  # and any revision of a release a source pulled
+            life = self.pulled_release(rev)
+            if life is not None and rev.prefix not in found:
+                found[rev.prefix] = (f"{rev.identity} {rev.version} is {life.status} "
+                                     f"({rev.source}): {life.reason or 'no reason given'}")
         for project in self.projects.values():
             for b in project.bundles.values():
                 if b.withdrawn is not None:
                     found[b.revision.prefix] = b.withdrawn
         return found
+
+    def pulled_release(self, rev: Revision) -> Lifecycle | None:
+        """What the source `rev` came from said when it pulled its release (None: it did
+        not, as far as acxfs remembers)."""
+        memory = self.sources.get(rev.source) if rev.source else None
+        return memory.pulled.get(f"{rev.identity} {rev.version}") if memory else None
 
     def store_files(self) -> set[str]:
         return {r.file for r in self.revisions()}

@@ -86,7 +86,7 @@ class Round:
         out += [f"{i}: check failed: {why}" for i, why in sorted(self.refused.items())
                 if i not in self.waiting]
         out += [f"{source}: {error}" for source, error in sorted(self.failed.items())]
-        return out
+        return [printable(line) for line in out]
 
     def to_doc(self) -> dict[str, object]:
         return {"checked": self.checked, "failed": self.failed, "skipped": self.skipped,
@@ -118,7 +118,7 @@ def check_error(exc: AcxfsError) -> str:
 def _backoff(check: SourceCheck, now: dt.datetime, interval: float,
              retry_after: float | None) -> str | None:
     """When a scheduled round may ask a source again after `check.failures` failures."""
-    skip = min(2 ** (check.failures - 1) - 1, MAX_BACKOFF_ROUNDS)
+    skip = min(2 ** (min(max(check.failures, 1), 5) - 1) - 1, MAX_BACKOFF_ROUNDS)
     wait = (skip + 0.5) * interval if skip else 0.0
     if retry_after is not None:
         wait = max(wait, min(retry_after, RETRY_AFTER_CAP))
@@ -188,11 +188,14 @@ class Refresher:
                             self._look(state, client, directory, identity, installs,
                                        pulled_projects)
                         except SourceError as exc:  # this bundle only (gone from the index)
+                            if isinstance(exc, RollbackError):
+                                raise
                             if directory is None:
                                 self.result.refused[identity] = check_error(exc)
-                except AcxfsError as exc:
+                except (AcxfsError, ValueError, OSError) as exc:  # never the whole round
                     retry = exc.retry_after if isinstance(exc, NetworkError) else None
-                    self.result.failed[key] = check_error(exc)
+                    self.result.failed[key] = check_error(exc) if isinstance(
+                        exc, AcxfsError) else f"failed: {type(exc).__name__}: {exc}"
                     self._retry_after[key] = retry
                     continue
                 self.result.checked.append(key)
@@ -258,7 +261,10 @@ class Refresher:
     def _install(self, installs: list[tuple[str, str, str]]) -> None:
         quiet = dataclasses.replace(self.library, say=lambda line: None)
         for identity, ask, source in installs:
-            before = self.library.state().installed[identity].current.version
+            had = self.library.state().installed.get(identity)
+            if had is None:  # removed since the survey
+                continue
+            before = had.current.version
             fetch = Fetch([(identity, ask, source)],
                           Sources(self.options, cache=self.library.paths.http_cache),
                           self.library.paths, self.library.note)
@@ -267,7 +273,8 @@ class Refresher:
             except AcxfsError as exc:
                 self.result.refused[identity] = check_error(exc)
                 continue
-            now = self.library.state().installed[identity].current.version
+            after = self.library.state().installed.get(identity)
+            now = after.current.version if after is not None else before
             self.result.moved.append((identity, before, now))
             self.result.waiting.pop(identity, None)
 
