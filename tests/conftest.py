@@ -66,11 +66,21 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """A test that mounts is slow, whatever its module says."""
+    """A test that mounts is slow, whatever its module says; and the longest tests run first:
+    pytest-xdist hands tests out in this order, so the benchmark smoke runs (a minute or more
+    each), then the other slow tests, then the fast ones fill the workers up to the end,
+    instead of one worker finishing a benchmark alone while the other has nothing left."""
     for item in items:
         if item.get_closest_marker("fuse") is not None and \
                 item.get_closest_marker("slow") is None:
             item.add_marker(pytest.mark.slow)
+    items.sort(key=_run_order)  # stable: within each class, in the order of collection
+
+
+def _run_order(item: pytest.Item) -> int:
+    if item.nodeid.startswith("tests/test_bench_") and item.get_closest_marker("slow"):
+        return 0
+    return 1 if item.get_closest_marker("slow") is not None else 2
 
 
 class CliResult(NamedTuple):
