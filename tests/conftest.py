@@ -1,11 +1,16 @@
 """Shared fixtures: isolated user state, signing keys, cartridges built by the independent
 writer (``cartwriter``), an in-process CLI runner, the skills library's teardown and local key,
 and the directories of the attacks made as another user; and the run's shape: every test that
-mounts is also ``slow`` (outside the fast lane, ``-m "not slow"``), and the run's temporary
-directories lie under a short base so that socket paths below a test's HOME fit."""
+mounts is also ``slow`` (outside the fast lane, ``-m "not slow"``), the run's temporary
+directories lie under a short base so that socket paths below a test's HOME fit, and acxfs is
+byte-compiled once before the first test (the commands and daemons the tests start load it
+compiled)."""
 
 from __future__ import annotations
 
+import compileall
+import contextlib
+import io
 import os
 import shutil
 import tempfile
@@ -17,7 +22,7 @@ import pytest
 
 from scripts import cartwriter as cw
 from scripts.mounting import acxfs
-from tests.support import attacker, library
+from tests.support import REPO, attacker, library
 from tests.support.demo import DEMO_CAPABILITIES, DEMO_FILES, DEMO_MEMORIES, PUBLISHER
 
 _DEFAULT: Any = object()
@@ -36,6 +41,19 @@ def pytest_configure(config: pytest.Config) -> None:
     if config.option.basetemp is None and not hasattr(config, "workerinput"):
         config.option.basetemp = tempfile.mkdtemp(prefix="acx-")
         config.stash[_OWN_BASETEMP] = config.option.basetemp
+    if not hasattr(config, "workerinput"):
+        byte_compile()
+
+
+def byte_compile() -> None:
+    """Byte-compile acxfs and scripts once, before any worker starts, as ``pip install`` does
+    for a regular install: the suite runs the real ``acxfs`` command and daemons thousands of
+    times, and from a clone run with PYTHONDONTWRITEBYTECODE each of them would compile every
+    module it imports again (about half of a short command's start-up). The compiled files go
+    to the packages' ``__pycache__`` (ignored by git); Python checks them against their
+    sources, so an edited module is never run stale."""
+    for package in (REPO / "acxfs", REPO / "scripts"):
+        compileall.compile_dir(package, quiet=2)
 
 
 _OWN_BASETEMP = pytest.StashKey[str]()
@@ -48,11 +66,21 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """A test that mounts is slow, whatever its module says."""
+    """A test that mounts is slow, whatever its module says; and the longest tests run first:
+    pytest-xdist hands tests out in this order, so the benchmark smoke runs (a minute or more
+    each), then the other slow tests, then the fast ones fill the workers up to the end,
+    instead of one worker finishing a benchmark alone while the other has nothing left."""
     for item in items:
         if item.get_closest_marker("fuse") is not None and \
                 item.get_closest_marker("slow") is None:
             item.add_marker(pytest.mark.slow)
+    items.sort(key=_run_order)  # stable: within each class, in the order of collection
+
+
+def _run_order(item: pytest.Item) -> int:
+    if item.nodeid.startswith("tests/test_bench_") and item.get_closest_marker("slow"):
+        return 0
+    return 1 if item.get_closest_marker("slow") is not None else 2
 
 
 class CliResult(NamedTuple):
@@ -221,6 +249,49 @@ def local_key(made_local_key: Path, isolated_user_state: Path) -> None:
     """A local publisher key, made by the real ``acxfs keygen``, in this test's trust store:
     a copy (modes kept) of the session's, so a test may change or remove its own."""
     shutil.copytree(made_local_key, isolated_user_state, copy_function=shutil.copy2)
+
+
+class Bulk(NamedTuple):
+    """Cartridges of one skill each, packed once per worker (`two_hundred_bundles`)."""
+
+    cartridges: list[Path]
+    skill_md: dict[str, bytes]  # skill name -> the SKILL.md its cartridge holds
+
+
+BULK_BUNDLES = 200
+
+
+@pytest.fixture(scope="session")
+def two_hundred_bundles(made_local_key: Path, tmp_path_factory: pytest.TempPathFactory) -> Bulk:
+    """Once per session (per worker): 200 one-skill cartridges (``bulk-skill-000`` ...), each
+    with a references/guide.md, packed by the real ``acxfs pack`` in this process (without 200
+    interpreter start-ups) with the session's local key, so they verify under every test's
+    `local_key`. Only read: ``acxfs add`` copies them into the test's own store. The tests that
+    use them share one worker (``pytest.mark.xdist_group("two-hundred-bundles")``), which packs
+    them once."""
+    from acxfs.cli import main
+
+    base = tmp_path_factory.mktemp("two-hundred")
+    cartridges, skill_md = [], {}
+    with pytest.MonkeyPatch.context() as env, contextlib.redirect_stdout(io.StringIO()):
+        env.setenv("ACXFS_TRUST_DIR", str(made_local_key))
+        env.setenv("HOME", str(base))
+        for kind in ("CONFIG", "STATE", "CACHE"):
+            env.setenv(f"XDG_{kind}_HOME", str(base / kind.lower()))
+        for i in range(BULK_BUNDLES):
+            name = f"bulk-skill-{i:03d}"
+            skill = base / "src" / name
+            (skill / "references").mkdir(parents=True)
+            (skill / "SKILL.md").write_text(
+                f"---\nname: {name}\ndescription: Bulk probe {name} for acxfs at scale.\n"
+                f"license: Apache-2.0\n---\n\n# {name}\n\nSay hello.\n", encoding="utf-8")
+            (skill / "references" / "guide.md").write_text(f"How to use {name}.\n" * 40)
+            skill_md[name] = (skill / "SKILL.md").read_bytes()
+            out = base / "carts" / f"{name}.acx"
+            out.parent.mkdir(exist_ok=True)
+            assert main(["pack", str(skill), "-o", str(out), "--publisher", PUBLISHER]) == 0
+            cartridges.append(out)
+    return Bulk(cartridges, skill_md)
 
 
 # --- the agents -------------------------------------------------------------------------

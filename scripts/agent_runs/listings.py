@@ -7,13 +7,15 @@ offline is in ``listing_env``.
 
 Invariant: a listing runs as every agent run of `scripts.agent_runs.runs` does (loopback-only
 namespace, its one port a mock that answers nothing but 404, only the environment set here,
-bounded by a timeout).
+bounded by a timeout), its output captured whole through a file (never a pipe an agent can
+exit ahead of).
 """
 
 from __future__ import annotations
 
 import json
 import re
+import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -124,9 +126,11 @@ def timed_listing(agent: str, home: Path, cwd: Path, *, timeout: float = RUN_TIM
     parse."""
     _prepare(agent, home)
     argv = [str(agent_binary(agent)), *LISTING_ARGS[agent]]
-    with MockAPI() as mock:
+    # Through a file, not a pipe: OpenCode's listing of 200 skills is over 64 KiB, and it exits
+    # before a pipe has taken all of it (the rest is lost); a file takes every write at once.
+    with tempfile.TemporaryDirectory(prefix="acxfs-listing-") as scratch, MockAPI() as mock:
         run = start_agent(argv, listing_env(agent, home), cwd, mock, timeout=timeout,
-                          started=started)
+                          started=started, stdout_file=Path(scratch) / "stdout")
         code = run.wait()
         ended = time.monotonic()
     if code != 0:

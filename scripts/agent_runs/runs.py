@@ -26,6 +26,7 @@ import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import IO
 
 from scripts.agent_runs.mocks import RUN_TIMEOUT, AnthropicMock, MockAPI, Recorded, ResponsesMock
 from scripts.agent_runs.relay import PORT_TOKEN
@@ -98,6 +99,7 @@ class AgentRun:
     stdout: str = ""
     stderr: str = ""
     started_file: Path | None = None
+    stdout_file: Path | None = None  # where the agent's output went instead of a pipe
 
     def agent_started(self) -> float | None:
         """When the relay started the agent (``time.monotonic()``), if it was asked to say."""
@@ -118,7 +120,16 @@ class AgentRun:
             self.kill()
             self.stdout, self.stderr = self.process.communicate(timeout=10)
             return 124
+        finally:
+            self._read_stdout_file()
         return self.process.returncode
+
+    def _read_stdout_file(self) -> None:
+        if self.stdout_file is not None:
+            try:
+                self.stdout = self.stdout_file.read_text(encoding="utf-8", errors="replace")
+            except OSError:
+                self.stdout = ""
 
     def kill(self) -> None:
         """End the agent's process group (the relay does, on SIGTERM), then the relay."""
@@ -156,18 +167,26 @@ def base_env(home: Path) -> dict[str, str]:
 
 
 def start_agent(argv: Sequence[str], env: Mapping[str, str], cwd: Path, mock: MockAPI, *,
-                timeout: float = RUN_TIMEOUT, started: Path | None = None) -> AgentRun:
+                timeout: float = RUN_TIMEOUT, started: Path | None = None,
+                stdout_file: Path | None = None) -> AgentRun:
     """Start ``argv`` (``@PORT@`` replaced by the relay's port) with exactly ``env``, in
     ``cwd``, in a new network namespace holding only loopback and the relay to ``mock``
     (which must be started); with ``started``, the relay writes there when it started the
-    agent (``AgentRun.agent_started``)."""
+    agent (``AgentRun.agent_started``). With ``stdout_file`` the agent's output goes to that
+    file (created or truncated) instead of a pipe, and ``AgentRun.stdout`` is read from it when
+    the run ends: an agent that exits before a pipe has taken all it wrote (OpenCode, whose
+    output is larger than a pipe's buffer) loses nothing into a file."""
     marker = ["--started", str(started)] if started is not None else []
     relay = [sys.executable, "-I", str(RELAY), "relay", mock.socket_path, str(timeout),
              *marker, "--", *argv]
-    process = subprocess.Popen(["unshare", "-n", *relay], env=dict(env), cwd=cwd,
-                               stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                               stderr=subprocess.PIPE, text=True, start_new_session=True)
-    return AgentRun(process, mock, timeout, started_file=started)
+    with contextlib.ExitStack() as stack:
+        out: int | IO[bytes] = subprocess.PIPE
+        if stdout_file is not None:
+            out = stack.enter_context(stdout_file.open("wb"))
+        process = subprocess.Popen(["unshare", "-n", *relay], env=dict(env), cwd=cwd,
+                                   stdin=subprocess.DEVNULL, stdout=out,
+                                   stderr=subprocess.PIPE, text=True, start_new_session=True)
+    return AgentRun(process, mock, timeout, started_file=started, stdout_file=stdout_file)
 
 
 def claude_env(home: Path) -> dict[str, str]:

@@ -39,8 +39,13 @@ def measures_at(results: Results, n: int) -> list[tuple[str, str, str]]:
     return [*MEASURES, *(STARTUP_MEASURES if ran else ())]
 
 
-def targets(results: Results, n: int) -> list[tuple[str, str, bool | None]]:
-    """The issue's targets for the library at N: (goal, figure, met or None if unknown)."""
+VERDICTS = {True: "yes", False: "**no**", None: "cannot tell"}
+NOT_SCORED = "not a goal"  # the verdict of a row the issue reports but sets no limit for
+
+
+def targets(results: Results, n: int) -> list[tuple[str, str, str]]:
+    """The issue's targets for the library at N: (goal, figure, verdict). A goal's verdict is
+    yes, **no**, or cannot tell (no figure); a row with no limit is reported, never scored."""
     def med(key: str, column: str = "library") -> float | None:
         cell = results.get((n, key, column))
         return cell.median if cell else None
@@ -52,17 +57,19 @@ def targets(results: Results, n: int) -> list[tuple[str, str, bool | None]]:
     gated = sorted(key for key in STARTUP_KEYS if key.startswith(GATED))
     started = [r for key in gated if (r := ratio(key)) is not None]
     rounds = round_ratios(results, n, gated)
+    rows: tuple[tuple[str, float | None, str, float | None], ...] = (
+        ("one daemon under 60 MiB RSS", med("rss_read"), "MiB", 60),
+        ("`acxfs up` under 1 s", med("up"), "s", 1),
+        ("`add` of one small bundle under 0.5 s", med("add"), "s", 0.5),
+        ("cold SKILL.md scan within 3x of plain copies", ratio("read"), "x", 3),
+        ("Claude Code and Codex start-up within 1.10x of plain copies, cold and warm "
+         "(worst median)", max(started, default=None), "x", 1.10),
+        ("Claude Code and Codex start-up, worst single round", max(rounds, default=None),
+         "x", None))
     return [(goal, "n/a" if value is None else f"{value:.2f} {unit}",
-             None if value is None else value <= limit)
-            for goal, value, unit, limit in (
-                ("one daemon under 60 MiB RSS", med("rss_read"), "MiB", 60),
-                ("`acxfs up` under 1 s", med("up"), "s", 1),
-                ("`add` of one small bundle under 0.5 s", med("add"), "s", 0.5),
-                ("cold SKILL.md scan within 3x of plain copies", ratio("read"), "x", 3),
-                ("Claude Code and Codex start-up within 1.10x of plain copies, cold and warm "
-                 "(worst median)", max(started, default=None), "x", 1.10),
-                ("Claude Code and Codex start-up, worst single round (reported, not a goal)",
-                 max(rounds, default=None), "x", float("inf")))]
+             NOT_SCORED if limit is None else VERDICTS[None if value is None
+                                                       else value <= limit])
+            for goal, value, unit, limit in rows]
 
 
 def render(cfg: Config, results: Results, notes: list[str], failures: list[str], elapsed: float,
@@ -90,9 +97,8 @@ def render(cfg: Config, results: Results, notes: list[str], failures: list[str],
     n = max(cfg.sizes)
     lines += ["", f"### Targets at N = {n} (library)", "", "| target | this run | met |",
               "|---|---|---|"]
-    for goal, figure, met in targets(results, n):
-        lines.append(f"| {goal} | {figure} | "
-                     f"{ {True: 'yes', False: '**no**', None: 'cannot tell'}[met]} |")
+    for goal, figure, verdict in targets(results, n):
+        lines.append(f"| {goal} | {figure} | {verdict} |")
     if failures:
         lines += ["", "Failed columns:", *(f"- {line}" for line in failures)]
     return "\n".join(lines) + "\n"

@@ -9,15 +9,12 @@ some 20 MiB more than one connection each.
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
 from scripts.mounting import acxfs
-from tests.conftest import CliResult
-from tests.support.agent_setup import write_skill
-from tests.support.demo import PUBLISHER
+from tests.conftest import Bulk
 from tests.support.library import agent_dirs, listing, ok
 
 pytestmark = [pytest.mark.fuse, pytest.mark.slow, pytest.mark.usefixtures("library_stops",
@@ -34,19 +31,11 @@ def rss_mib(pid: int) -> float:
     raise AssertionError(f"no VmRSS for {pid}")
 
 
-def test_two_hundred_bundles_are_served_in_under_60_mib(
-        tmp_path: Path, run_cli: Callable[..., CliResult]) -> None:
-    names = [f"memory-skill-{i:03d}" for i in range(BUNDLES)]
-    carts = []
-    for name in names:  # packed in this process: the same `acxfs pack`, without 200 start-ups
-        skill = write_skill(tmp_path / "src", name, f"Probe {name} of the daemon's memory.")
-        (skill / "references").mkdir()
-        (skill / "references" / "guide.md").write_text(f"How to use {name}.\n" * 40)
-        out = tmp_path / "carts" / f"{name}.acx"
-        out.parent.mkdir(exist_ok=True)
-        packed = run_cli("pack", skill, "-o", out, "--publisher", PUBLISHER)
-        assert packed.code == 0, packed.err
-        carts.append(out)
+@pytest.mark.xdist_group("two-hundred-bundles")
+def test_two_hundred_bundles_are_served_in_under_60_mib(two_hundred_bundles: Bulk) -> None:
+    carts = two_hundred_bundles.cartridges
+    names = sorted(two_hundred_bundles.skill_md)
+    assert len(carts) == BUNDLES
     ok(acxfs("add", *carts, timeout=180))
     ok(acxfs("down"))
     ok(acxfs("up", timeout=120))  # a daemon that did nothing but check and serve them all

@@ -20,7 +20,6 @@ import select
 import struct
 import threading
 import time
-from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
@@ -28,7 +27,7 @@ from pathlib import Path
 import pytest
 
 from scripts.mounting import acxfs
-from tests.conftest import CliResult
+from tests.conftest import Bulk
 from tests.support import FIXTURES, REPO, agents
 from tests.support.agent_setup import require, write_skill
 from tests.support.library import (
@@ -136,23 +135,13 @@ def open_descriptors(pid: int) -> int:
     return len(os.listdir(f"/proc/{pid}/fd"))
 
 
+@pytest.mark.xdist_group("two-hundred-bundles")
 def test_two_hundred_bundles_are_served_by_one_daemon_with_bounded_descriptors(
-    tmp_path: Path, local_key: None, run_cli: Callable[..., CliResult],
-    capsys: pytest.CaptureFixture[str]
+    local_key: None, two_hundred_bundles: Bulk, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    names = [f"bulk-skill-{i:03d}" for i in range(BULK)]
-    sources: dict[str, bytes] = {}
-    carts = []
-    for name in names:  # packed in this process: the same `acxfs pack`, without 200 start-ups
-        skill = write_skill(tmp_path / "src", name, f"Bulk probe {name} for acxfs at scale.")
-        (skill / "references").mkdir()
-        (skill / "references" / "guide.md").write_text(f"How to use {name}.\n")
-        sources[name] = (skill / "SKILL.md").read_bytes()
-        out = tmp_path / "carts" / f"{name}.acx"
-        out.parent.mkdir(exist_ok=True)
-        packed = run_cli("pack", skill, "-o", out, "--publisher", PUBLISHER)
-        assert packed.code == 0, packed.err
-        carts.append(out)
+    carts, sources = two_hundred_bundles
+    names = sorted(sources)
+    assert len(names) == BULK
     started = time.monotonic()
     ok(acxfs("add", *carts, timeout=120))
     add_seconds = time.monotonic() - started
