@@ -42,9 +42,10 @@ def add_commands(subs: SubParsers) -> None:
                       "container view of a cartridge only)")
     p.add_argument("-f", "--foreground", action="store_true", help="stay attached until unmounted")
     p.add_argument("--backend", choices=backend.BACKENDS, default=backend.DEFAULT_BACKEND,
-                   help="FUSE library: libfuse2 through fusepy (default) or libfuse3 through "
+                   help="FUSE library: libfuse2 through fusepy (default), libfuse3 through "
                    "mfusepy (optional: pip install 'acxfs[fuse3]', apt-get install libfuse3-3; "
-                   "faster cold directory listings)")
+                   "faster cold directory listings), or libfuse3-lowlevel (the same libraries; "
+                   "the kernel also keeps directory listings)")
     p.add_argument("--log-file", metavar="PATH",
                    help="log refusals, tampering, start and stop (default: "
                    "$XDG_STATE_HOME/acxfs/acxfs.log); a regular file outside the mountpoint, "

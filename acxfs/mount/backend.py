@@ -1,9 +1,12 @@
-"""Which FUSE binding serves a mount: fusepy over libfuse2 (the default) or mfusepy over libfuse3.
+"""Which FUSE binding serves a mount: fusepy over libfuse2 (the default), mfusepy over libfuse3,
+or acxfs's own binding of libfuse3's low-level API (`acxfs.mount.lowlevel`).
 
-Both call the same `acxfs.mount.operations.AcxOperations`; only the library and its options
+All call the same `acxfs.mount.operations.AcxOperations`; only the library and its options
 differ.  libfuse3 is optional (`pip install 'acxfs[fuse3]'` and Debian's `libfuse3-3`): over
 it directory listings carry each entry's attributes (READDIRPLUS), which halves cold `find` and
-`ls -lR` (docs/performance.md).  `load` either returns a working `FUSE` class or raises
+`ls -lR` (docs/performance.md); through the low-level API the kernel also keeps directory
+listings and sends no open or release of a directory (what the library's daemon serves with
+wherever it loads).  `load` either returns a working `FUSE` class or raises
 EnvironmentProblem naming what to install.
 """
 
@@ -16,8 +19,10 @@ import shutil
 from typing import Any
 
 from acxfs.errors import EnvironmentProblem
+from acxfs.mount.lowlevel import LowLevelFUSE, required_calls
 
-BACKENDS = ("libfuse2", "libfuse3")
+LOWLEVEL = "libfuse3-lowlevel"
+BACKENDS = ("libfuse2", "libfuse3", LOWLEVEL)
 DEFAULT_BACKEND = "libfuse2"
 
 
@@ -26,7 +31,9 @@ def load(backend: str) -> Any:
     """The `FUSE` class of `backend`, with its library loaded (once per process: the mount's
     pre-flight check and the serving process then use the same class)."""
     if backend == "libfuse3":
-        return _load_libfuse3()
+        return _with_readdirplus(_load_libfuse3())
+    if backend == LOWLEVEL:
+        return _lowlevel(_load_libfuse3())
     try:
         from fuse import FUSE
     except (OSError, ImportError) as exc:
@@ -61,7 +68,14 @@ def _load_libfuse3() -> Any:
     if mfusepy.fuse_version_major != 3:
         raise EnvironmentProblem(
             "--backend libfuse3: mfusepy was already loaded with another libfuse in this process")
-    return _with_readdirplus(mfusepy)
+    return mfusepy
+
+
+def _lowlevel(mfusepy: Any) -> Any:
+    missing = [name for name in required_calls() if not hasattr(mfusepy._libfuse, name)]
+    if missing:
+        raise EnvironmentProblem(f"--backend {LOWLEVEL}: libfuse3 lacks {', '.join(missing)}")
+    return functools.partial(LowLevelFUSE, mfusepy=mfusepy)
 
 
 READDIR_PLUS = 1  # fuse_readdir_flags: the kernel asked for READDIRPLUS
@@ -110,21 +124,21 @@ def _with_readdirplus(mfusepy: Any) -> Any:
 
 
 def preferred() -> str:
-    """The backend a mount serves with when the user named none: libfuse3 where it loads
-    (its listings carry attributes and stay cached in the kernel), else libfuse2.
+    """The backend the library's daemon serves with: libfuse3's low-level API where it loads
+    (the kernel then keeps entries, attributes, listings and file pages), else libfuse2.
     ACXFS_FUSE_BACKEND names one instead."""
     named = os.environ.get("ACXFS_FUSE_BACKEND", "")
     if named in BACKENDS:
         return named
     try:
-        load("libfuse3")
+        load(LOWLEVEL)
     except EnvironmentProblem:
         return DEFAULT_BACKEND
-    return "libfuse3"
+    return LOWLEVEL
 
 
 def options(backend: str) -> dict[str, Any]:
     """Mount options beyond the common ones, per library."""
-    if backend == "libfuse3":
+    if backend in ("libfuse3", LOWLEVEL):
         return {"max_threads": 16}
     return {"max_read": 131072}

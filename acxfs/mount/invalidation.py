@@ -16,8 +16,9 @@ cached before the invalidation and dropped by it.  `available` says whether the 
 has the notify calls; a mount must not cache for long without them.
 
 The high-level libfuse API names nodes by path, while the notify calls take the kernel's node
-ids; without `use_ino` the inode number of a path in the mount is its node id, so the id of a
-made-up directory is read with an lstat of it through the mount (a lookup, if the kernel had
+ids; without `use_ino` the inode number of a path in the mount is its node id (and the
+low-level binding makes it so), so the id of a made-up directory is read with an lstat of it
+through the mount (a lookup, if the kernel had
 none, answered by another worker thread: `changed` never runs in a FUSE request).
 """
 
@@ -31,21 +32,26 @@ import threading
 from collections.abc import Mapping
 from typing import Any
 
+from acxfs.mount.lowlevel import session_in_init
+
 ROOT_ID = 1  # FUSE_ROOT_ID: the node id of the mount's root
 NOTIFY_CALLS = ("fuse_get_session", "fuse_lowlevel_notify_inval_entry",
                 "fuse_lowlevel_notify_inval_inode")
 
 
+LIBFUSE3 = ("libfuse3", "libfuse3-lowlevel")  # the backends over libfuse3 (through mfusepy)
+
+
 def library_of(backend: str) -> Any:
     """The ctypes handle of the libfuse the binding of `backend` loaded (None if not loaded)."""
-    loaded = sys.modules.get("mfusepy" if backend == "libfuse3" else "fuse")
+    loaded = sys.modules.get("mfusepy" if backend in LIBFUSE3 else "fuse")
     return getattr(loaded, "_libfuse", None)
 
 
 def available(backend: str) -> bool:
     """Whether the libfuse of `backend` (loaded already) has every notify call used here."""
     lib = library_of(backend)
-    names = (*NOTIFY_CALLS, *(() if backend == "libfuse3" else ("fuse_session_next_chan",)))
+    names = (*NOTIFY_CALLS, *(() if backend in LIBFUSE3 else ("fuse_session_next_chan",)))
     return lib is not None and all(hasattr(lib, name) for name in names)
 
 
@@ -64,13 +70,16 @@ class KernelNotifier:
         if not available(self.backend):
             return
         lib = library_of(self.backend)
-        context = lib.fuse_get_context()
-        if not context or not context.contents.fuse:
-            return
-        lib.fuse_get_session.restype = ctypes.c_void_p
-        lib.fuse_get_session.argtypes = [ctypes.c_void_p]
-        target = lib.fuse_get_session(ctypes.c_void_p(context.contents.fuse))
-        if target and self.backend != "libfuse3":
+        if self.backend == "libfuse3-lowlevel":
+            target = session_in_init()  # the low-level binding names its session itself
+        else:
+            context = lib.fuse_get_context()
+            if not context or not context.contents.fuse:
+                return
+            lib.fuse_get_session.restype = ctypes.c_void_p
+            lib.fuse_get_session.argtypes = [ctypes.c_void_p]
+            target = lib.fuse_get_session(ctypes.c_void_p(context.contents.fuse))
+        if target and self.backend not in LIBFUSE3:
             lib.fuse_session_next_chan.restype = ctypes.c_void_p
             lib.fuse_session_next_chan.argtypes = [ctypes.c_void_p, ctypes.c_void_p]
             target = lib.fuse_session_next_chan(ctypes.c_void_p(target), None)

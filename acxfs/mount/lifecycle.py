@@ -189,7 +189,7 @@ def _mount(plan: MountPlan) -> int:
         except RuntimeError as exc:
             # libfuse3 reports 8 when a signal (Ctrl-C, SIGTERM, SIGHUP) ended its loop: that
             # is the stop the user asked for once the mount is gone.
-            if not (str(exc) == "8" and plan.backend == "libfuse3"
+            if not (str(exc) == "8" and plan.backend in invalidation.LIBFUSE3
                     and not is_mounted(mountpoint)):
                 raise EnvironmentProblem(f"mount failed on {mountpoint} ({exc})") from exc
         finally:

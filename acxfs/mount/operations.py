@@ -96,6 +96,7 @@ class AcxOperations:
         self._lock = threading.Lock()
         self._router = PrefixRouter()
         self._events: dict[tuple[str, str], TamperEvent] = {}
+        self.listings = 0  # listing requests (READDIR) this mount answered
         self.kernel: KernelNotifier | None = None  # told of every change once the mount is live
         for mounted in mounts:
             self.attach(mounted.prefix, mounted)
@@ -231,7 +232,12 @@ class AcxOperations:
         served, entry = self._find(path)
         if not entry.is_dir:
             raise FuseOSError(errno.ENOTDIR)
+        self._listed()
         return [".", "..", *self._names(served, entry)]
+
+    def _listed(self) -> None:
+        with self._lock:
+            self.listings += 1
 
     @_guard
     def readdir_plus(self, path: str) -> Listing:
@@ -241,6 +247,7 @@ class AcxOperations:
         served, entry = self._find(path)
         if not entry.is_dir:
             raise FuseOSError(errno.ENOTDIR)
+        self._listed()
         if served is None:  # a made-up directory: its children are made up or a source's root
             base = path.rstrip("/")
             listing: Listing = [(".", None, DIRECTORY), ("..", None, DIRECTORY)]
@@ -325,7 +332,8 @@ class AcxOperations:
         return json.dumps({
             "blobs_inflated": stats.blobs_inflated, "bytes_verified": stats.bytes_verified,
             "tamper_events": stats.tamper_events, "cache_hits": stats.cache_hits,
-            "cache_misses": stats.cache_misses}, sort_keys=True).encode()
+            "cache_misses": stats.cache_misses, "listings": self.listings},
+            sort_keys=True).encode()
 
     @_guard
     def getxattr(self, path: str, name: str, position: int = 0) -> bytes:

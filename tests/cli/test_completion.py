@@ -52,7 +52,8 @@ def test_bash_completes_subcommands_options_and_their_values(tmp_path) -> None:
     assert bash_complete(script, "acxfs", "trust", "l") == ["list"]
     assert bash_complete(script, "acxfs", "verify", "--j") == ["--json"]
     assert bash_complete(script, "acxfs", "trust", "list", "--") == ["--help", "--json"]
-    assert bash_complete(script, "acxfs", "mount", "--backend", "") == ["libfuse2", "libfuse3"]
+    assert bash_complete(script, "acxfs", "mount", "--backend", "") == [
+        "libfuse2", "libfuse3", "libfuse3-lowlevel"]
     assert bash_complete(script, "acxfs", "ls", "--min-trust", "=", "p") == ["portable"]
     assert bash_complete(script, "acxfs", "completion", "") == ["bash", "zsh"]
     assert bash_complete(script, "acxfs", "add", "--timeout", "") == []  # a number

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import errno
 import hashlib
+import json
 import os
 import secrets
 from collections.abc import Iterator
@@ -131,3 +132,33 @@ def test_a_file_never_read_is_still_verified_when_read(
     with pytest.raises(OSError) as failed:
         (root / "cache-skill" / "data.bin").read_bytes()
     assert failed.value.errno == errno.EIO
+
+
+def listings_answered() -> int:
+    """How many listing requests the library's daemon has answered (its root's stats)."""
+    stats = json.loads(os.getxattr(data_dir() / "mnt", "user.acx.stats"))
+    return int(stats["listings"])
+
+
+def test_a_directory_listed_again_is_answered_by_the_kernel(
+        tmp_path: Path, local_key: None) -> None:
+    if not _usable(backend.LOWLEVEL):
+        pytest.skip(f"{backend.LOWLEVEL} is not usable here")  # libfuse3 is absent
+    cart = pack(tmp_path, "1.0.0")
+    run("add", cart)
+    skill = served_at("1.0.0", cart) / "cache-skill"
+    assert os.listdir(skill) == ["SKILL.md"]
+    assert os.listdir(skill.parent) == ["cache-skill"]
+    before = listings_answered()
+    for _ in range(5):  # what an agent's start-up does with every skill directory
+        assert os.listdir(skill) == ["SKILL.md"]
+        assert os.listdir(skill.parent) == ["cache-skill"]
+    assert listings_answered() == before
+    new = pack(tmp_path, "2.0.0")
+    identity = skill.parent.parent
+    assert os.listdir(identity) == [skill.parent.name]
+    run("update", new)  # the listing of what changed is asked again, and is current
+    before = listings_answered()
+    assert sorted(os.listdir(identity)) == sorted([skill.parent.name,
+                                                   served_at("2.0.0", new).name])
+    assert listings_answered() > before

@@ -132,22 +132,23 @@ def cartridge(request: pytest.FixtureRequest) -> tuple[Path, list[str]]:
 
 
 @functools.cache
-def libfuse3_problem() -> str:
-    """Why the optional libfuse3 backend cannot load here ('' when it can)."""
+def libfuse3_problem(name: str = "libfuse3") -> str:
+    """Why the optional libfuse3 backend `name` cannot load here ('' when it can)."""
     done = run([sys.executable, "-c",
-                "from acxfs.mount import backend; backend.load('libfuse3')"])
+                f"from acxfs.mount import backend; backend.load({name!r})"])
     return "" if done.returncode == 0 else (done.stderr.strip().splitlines() or ["?"])[-1]
 
 
-@pytest.fixture(params=["libfuse2", "libfuse3"])
+@pytest.fixture(params=["libfuse2", "libfuse3", "libfuse3-lowlevel"])
 def backend(request: pytest.FixtureRequest) -> list[str]:
     """Mount options choosing the FUSE library. libfuse3 is an optional extra: skipped when
     missing, except under CI=true (scripts/setup.sh installs it), where that fails."""
-    if request.param == "libfuse3" and libfuse3_problem():
+    name = str(request.param)
+    if name != "libfuse2" and (problem := libfuse3_problem(name)):
         if os.environ.get("CI") == "true":
-            pytest.fail(f"the libfuse3 backend must run in CI: {libfuse3_problem()}")
-        pytest.skip(f"libfuse3 backend unavailable: {libfuse3_problem()}")
-    return ["--backend", request.param]
+            pytest.fail(f"the {name} backend must run in CI: {problem}")
+        pytest.skip(f"{name} backend unavailable: {problem}")
+    return ["--backend", name]
 
 
 @dataclass(frozen=True)
