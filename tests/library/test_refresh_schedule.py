@@ -221,10 +221,10 @@ def test_an_unchanged_document_costs_a_304_and_gives_the_kept_body(
     origin = Validated(etag)
     with origin.server.running() as base:
         first = client(tmp_path / "cache")
-        assert first.fetch(base + "index.json").body == origin.body
+        assert first.fetch(base + "index.json", revalidate=True).body == origin.body
         assert first.received == len(origin.body)
         second = client(tmp_path / "cache")
-        answer = second.fetch(base + "index.json")
+        answer = second.fetch(base + "index.json", revalidate=True)
     assert (answer.status, answer.body) == (200, origin.body)
     assert answer.header("Content-Type") == "application/json"
     assert second.received == 0
@@ -247,10 +247,10 @@ def test_a_damaged_entry_is_a_miss(tmp_path: Path, damage: Callable[[bytes], byt
     origin = Validated()
     cache = tmp_path / "cache"
     with origin.server.running() as base:
-        client(cache).fetch(base + "index.json")
+        client(cache).fetch(base + "index.json", revalidate=True)
         (entry,) = entries(cache)
         entry.write_bytes(damage(entry.read_bytes()))
-        answer = client(cache).fetch(base + "index.json")
+        answer = client(cache).fetch(base + "index.json", revalidate=True)
     assert answer.body == origin.body
     assert origin.conditional() == [False, False]
 
@@ -259,12 +259,12 @@ def test_another_urls_entry_is_a_miss(tmp_path: Path) -> None:
     origin = Validated()
     cache = tmp_path / "cache"
     with origin.server.running() as base:
-        client(cache).fetch(base + "status.json")
+        client(cache).fetch(base + "status.json", revalidate=True)
         (theirs,) = entries(cache)
-        client(cache).fetch(base + "index.json")
+        client(cache).fetch(base + "index.json", revalidate=True)
         (mine,) = [p for p in entries(cache) if p != theirs]
         mine.write_bytes(theirs.read_bytes())  # status.json's entry under index.json's name
-        answer = client(cache).fetch(base + "index.json")
+        answer = client(cache).fetch(base + "index.json", revalidate=True)
     assert answer.body == origin.body
     assert origin.conditional() == [False, False, False]
 
@@ -283,13 +283,15 @@ def test_a_last_modified_of_the_second_it_was_sent_is_no_validator(tmp_path: Pat
 
     server = Scripted(route)
     with server.running() as base:
-        assert client(tmp_path / "cache").fetch(base + "status.json").body == bodies[0]
-        assert client(tmp_path / "cache").fetch(base + "status.json").body == bodies[1]
+        for body in bodies:
+            assert client(tmp_path / "cache").fetch(base + "status.json",
+                                                    revalidate=True).body == body
     assert ["If-Modified-Since" in r.headers for r in server.requests] == [False, False]
 
 
 def test_a_304_to_a_request_without_validators_is_no_body(tmp_path: Path) -> None:
     server = Scripted(lambda path: Reply(304, b"", {"ETag": '"v1"'}))
     with server.running() as base:
-        answer = client(tmp_path / "cache").fetch(base + "index.json", errors_ok=True)
+        answer = client(tmp_path / "cache").fetch(base + "index.json", errors_ok=True,
+                                                  revalidate=True)
     assert answer.status == 304 and answer.body == b""
