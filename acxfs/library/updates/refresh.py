@@ -158,8 +158,8 @@ class Refresher:
 
     def run(self, scheduled: bool) -> Round:
         now = self.clock()
-        installs = self._survey(now, scheduled)
-        self._install(installs)
+        reader, installs = self._survey(now, scheduled)
+        self._install(reader, installs)
         with journal.locked(self.library.paths):
             checks = load_checks(self.library.paths.checks)
             self._fold(checks, now)
@@ -168,7 +168,10 @@ class Refresher:
 
     # --- the survey: sources read, nothing changed ---------------------------------------
 
-    def _survey(self, now: dt.datetime, scheduled: bool) -> list[tuple[str, str, str]]:
+    def _survey(self, now: dt.datetime,
+                scheduled: bool) -> tuple[Sources, list[tuple[str, str, str]]]:
+        """The sources read (each once, its client kept in the reader for the round's
+        installs) and what they say: the auto updates to install."""
         lib = self.library
         with journal.locked(lib.paths):
             lib.recover()
@@ -208,7 +211,7 @@ class Refresher:
                 sort_keys=True)
         if self.result.pulled or pulled_projects or learned:
             self._unlink(reader, pulled_projects, state)
-        return installs
+        return reader, installs
 
     def _look(self, state: LibraryState, client: sources.Client, directory: str | None,
               identity: str, installs: list[tuple[str, str, str]],
@@ -258,16 +261,17 @@ class Refresher:
 
     # --- auto: the same add as `update` --------------------------------------------------
 
-    def _install(self, installs: list[tuple[str, str, str]]) -> None:
+    def _install(self, reader: Sources, installs: list[tuple[str, str, str]]) -> None:
+        """Each auto update through `add`, its release asked of the client the survey
+        loaded (no source's index is read twice in a round)."""
         quiet = dataclasses.replace(self.library, say=lambda line: None)
         for identity, ask, source in installs:
             had = self.library.state().installed.get(identity)
             if had is None:  # removed since the survey
                 continue
             before = had.current.version
-            fetch = Fetch([(identity, ask, source)],
-                          Sources(self.options, cache=self.library.paths.http_cache),
-                          self.library.paths, self.library.note)
+            fetch = Fetch([(identity, ask, source)], reader, self.library.paths,
+                          self.library.note)
             try:
                 quiet.add([], None, update_only=True, remote=fetch)
             except AcxfsError as exc:
