@@ -29,7 +29,14 @@ from acxfs.errors import (
     StaleIndexError,
 )
 from acxfs.library.serving.schedule import JITTER, Schedule
-from acxfs.library.store.checks import SourceCheck, parse_time
+from acxfs.library.store.checks import (
+    MAX_FAILURES,
+    Checks,
+    SourceCheck,
+    load_checks,
+    parse_time,
+    save_checks,
+)
 from acxfs.library.updates import refresh
 from acxfs.sources.http import Http
 from acxfs.sources.revalidate import Revalidator
@@ -148,6 +155,18 @@ def test_the_backoff_is_capped_at_sixteen_rounds() -> None:
     cap = waited(6)
     assert cap <= 16 * HOUR
     assert waited(7) == waited(60) == waited(10_000) == cap
+
+
+def test_failures_in_a_row_are_counted_up_to_where_the_backoff_stops(tmp_path: Path) -> None:
+    check = SourceCheck()
+    for _ in range(100):
+        check = check.failed_again("2026-12-01T12:00:00Z", "unreachable: down")
+    assert check.failures == MAX_FAILURES
+    stored = Checks(sources={"a": SourceCheck(failures=10 ** 40), "b": SourceCheck(failures=-3)})
+    save_checks(tmp_path / "checks.json", stored)
+    loaded = load_checks(tmp_path / "checks.json").sources
+    assert (loaded["a"].failures, loaded["b"].failures) == (MAX_FAILURES, 0)
+    assert waited(10 ** 40) == waited(MAX_FAILURES)
 
 
 def test_retry_after_is_honoured_and_capped() -> None:

@@ -40,6 +40,7 @@ from acxfs.library.changes.plan import Plan
 from acxfs.library.manager import Library
 from acxfs.library.serving.control import ControlClient
 from acxfs.library.store.checks import (
+    MAX_FAILURES,
     BundleCheck,
     Checks,
     SourceCheck,
@@ -118,7 +119,7 @@ def check_error(exc: AcxfsError) -> str:
 def _backoff(check: SourceCheck, now: dt.datetime, interval: float,
              retry_after: float | None) -> str | None:
     """When a scheduled round may ask a source again after `check.failures` failures."""
-    skip = min(2 ** (min(max(check.failures, 1), 5) - 1) - 1, MAX_BACKOFF_ROUNDS)
+    skip = min(2 ** (min(max(check.failures, 1), MAX_FAILURES) - 1) - 1, MAX_BACKOFF_ROUNDS)
     wait = (skip + 0.5) * interval if skip else 0.0
     if retry_after is not None:
         wait = max(wait, min(retry_after, RETRY_AFTER_CAP))
@@ -294,7 +295,7 @@ class Refresher:
             checks.sources[key] = SourceCheck(stamp, stamp, None, 0, None)
         for key, error in self.result.failed.items():
             had = checks.sources.get(key) or SourceCheck()
-            failed = SourceCheck(had.checked_at, stamp, error, had.failures + 1, None)
+            failed = had.failed_again(stamp, error)
             failed.not_before = _backoff(failed, now, interval, self._retry_after.get(key))
             checks.sources[key] = failed
         by_source = _by_source(state)
