@@ -21,19 +21,26 @@ from acxfs.library.updates.remote import Options
 from acxfs.paths import trust_dir
 from acxfs.sources.http import DEFAULT_TIMEOUT
 from acxfs.sources.policy import load_policy
+from acxfs.text import printable
 
 UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
-DURATION = re.compile(r"(\d+)([smhd]?)")
+DURATION = re.compile(r"([0-9]{1,12})([smhd]?)")
+SHORTEST, LONGEST = 1, 30 * 86400  # seconds: the intervals `--every` accepts
 
 
 def parse_duration(text: str) -> int | None:
-    """`30s`, `15m`, `1h`, `1d` (a bare number is seconds) or `off` (None)."""
+    """`30s`, `15m`, `1h`, `1d` (a bare number is seconds), from 1 s to 30 d, or `off`
+    (None)."""
     if text == "off":
         return None
     match = DURATION.fullmatch(text.strip())
-    if match is None or int(match.group(1)) == 0:
-        raise EnvironmentProblem(f"--every {text}: not a duration (30s, 15m, 1h, 1d) or off")
-    return int(match.group(1)) * UNITS[match.group(2) or "s"]
+    if match is None:
+        raise EnvironmentProblem(f"--every {printable(text)}: not a duration (30s, 15m, 1h, "
+                                 "1d) or off")
+    seconds = int(match.group(1)) * UNITS[match.group(2) or "s"]
+    if not SHORTEST <= seconds <= LONGEST:
+        raise EnvironmentProblem(f"--every {printable(text)}: not between 1s and 30d (or off)")
+    return seconds
 
 
 def add_commands(subs: SubParsers) -> None:
@@ -47,7 +54,7 @@ def add_commands(subs: SubParsers) -> None:
     p.add_argument("names", nargs="*", metavar="IDENTITY|SKILL",
                    help="with --updates: the bundles whose mode it sets")
     p.add_argument("--every", metavar="DURATION",
-                   help="how often the library daemon checks: 30s, 15m, 1h, 1d, or off "
+                   help="how often the library daemon checks: 30s, 15m, 1h, 1d (1s to 30d), or off "
                    "(kept in the library; in force at once and after a restart)")
     p.add_argument("--updates", choices=UPDATE_MODES,
                    help="what a newer release at its source does to each named bundle: auto "

@@ -147,7 +147,8 @@ class AzphaltRepository:
             self.memory.remember_pulled(coordinate, life)
 
     def _json(self, url: str) -> dict[str, object]:
-        answer = self.http.fetch(url, limit=JSON_LIMIT, errors_ok=True, what=url)
+        answer = self.http.fetch(url, limit=JSON_LIMIT, errors_ok=True, what=url,
+                                 revalidate=True)
         if answer.status != 200:
             raise refusal(url, answer)
         try:

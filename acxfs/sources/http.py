@@ -7,8 +7,10 @@ redirect unless its caller allows some (an OCI blob: three at most, each to http
 loopback, never carrying `Authorization` to another scheme or host), (4) gives up after
 `timeout` seconds without progress, per connect and per read, and (5) hands each chunk of the
 body to its caller only while the body stays within its bound: at most `limit` bytes, or
-exactly `size` bytes.  Nothing here decides what a body means; the clients of an index, a
-repository or an OCI registry parse what it returns.
+exactly `size` bytes.  Only a GET its caller marks `revalidate` (an index, ledger, feed, tag
+list or manifest) is asked conditionally from the `revalidator`'s cache; a token, a blob or
+anything else is always asked as it is.  Nothing here decides what a body means; the clients
+of an index, a repository or an OCI registry parse what it returns.
 """
 
 from __future__ import annotations
@@ -101,11 +103,13 @@ class Http:
 
     def fetch(self, url: str, *, limit: int | None = None, size: int | None = None,
               sink: Callable[[bytes], None] | None = None, what: str | None = None,
-              errors_ok: bool = False) -> Answer:
+              errors_ok: bool = False, revalidate: bool = False) -> Answer:
         """GET `url`.  With `size`: the body must be exactly `size` bytes, each chunk given to
         `sink`; else the body (at most `limit` bytes) is returned.  A status other than 200
-        is refused unless `errors_ok` (then its body, bounded by `limit`, is returned)."""
-        answer = self.request("GET", url, limit=limit, size=size, sink=sink, what=what)
+        is refused unless `errors_ok` (then its body, bounded by `limit`, is returned).
+        `revalidate`: a document read again each round, asked conditionally (`request`)."""
+        answer = self.request("GET", url, limit=limit, size=size, sink=sink, what=what,
+                              revalidate=revalidate)
         if answer.status != 200 and not errors_ok:
             raise status_error(url, answer)
         return answer
@@ -113,16 +117,18 @@ class Http:
     def request(self, method: str, url: str, *, headers: Mapping[str, str] | None = None,
                 data: bytes | IO[bytes] | None = None, limit: int | None = None,
                 size: int | None = None, sink: Callable[[bytes], None] | None = None,
-                what: str | None = None, follow: int = 0) -> Answer:
+                what: str | None = None, follow: int = 0, revalidate: bool = False) -> Answer:
         """One request and its answer, whatever its status.  A 2xx body is bounded as for
         `fetch` (another status's by `limit`, else 1 MiB); a 3xx is refused unless `follow`
         allows it: then up to `follow` redirects are taken, each to https:// (plain http only
         when the request began on loopback), without `Authorization` when the scheme or host
-        changes.  A redirect target is named in messages without its query (a pre-signed
-        URL's signature is a credential)."""
+        changes.  `revalidate` (a GET of a whole body, no redirect allowed): asked with the
+        validators of the body the `revalidator` kept for it (`_revalidated`); no other
+        request ever is.  A redirect target is named in messages without its query (a
+        pre-signed URL's signature is a credential)."""
         sent = dict(headers or {})
-        if method == "GET" and sink is None and size is None and not follow and \
-                self.revalidator is not None:
+        if revalidate and method == "GET" and sink is None and size is None and not follow \
+                and self.revalidator is not None:
             return self._revalidated(url, sent, limit, what)
         plain_start = urllib.parse.urlsplit(url).scheme == "http"
         label = url

@@ -108,6 +108,28 @@ class SourceMemory:
         if life.pulled and coordinate not in self.pulled:
             self.pulled[coordinate] = life
 
+    def merged(self, learned: SourceMemory) -> SourceMemory:
+        """This memory (what the library holds now) grown by what a command `learned` from
+        a copy of an earlier one: the newer of each time, every coordinate, pulled release
+        and published tag of both (this memory's where both hold one, as it was recorded
+        first), so that nothing a concurrent command recorded is lost."""
+        out = SourceMemory.from_doc(self.to_doc())
+        if _later(learned.generated_at, out.generated_at):
+            out.generated_at, out.generated_seen = learned.generated_at, learned.generated_seen
+        if _later(learned.updated_at, out.updated_at):
+            out.updated_at, out.updated_seen = learned.updated_at, learned.updated_seen
+        if learned.revoked_at is not None:
+            out.accept_revoked(learned.revoked_at)
+        out.coordinates = {**learned.coordinates, **out.coordinates}
+        out.pulled = {**learned.pulled, **out.pulled}
+        out.published = {**learned.published, **out.published}
+        out.identity = out.identity or learned.identity
+        return out
+
+
+def _later(seen: str | None, accepted: str | None) -> bool:
+    return seen is not None and (accepted is None or instant(seen) > instant(accepted))
+
 
 def _text(value: object, what: str) -> str:
     if not isinstance(value, str):

@@ -99,7 +99,8 @@ class AcxRegistry:
     def _read(self, name: str, limit: int) -> bytes | None:
         if self.spec.base_url is not None:
             url = self.spec.base_url + name
-            answer = self.http.fetch(url, limit=limit, errors_ok=True, what=url)
+            answer = self.http.fetch(url, limit=limit, errors_ok=True, what=url,
+                                     revalidate=True)
             if answer.status == 404:
                 return None
             if answer.status != 200:

@@ -29,7 +29,14 @@ from acxfs.errors import (
     StaleIndexError,
 )
 from acxfs.library.serving.schedule import JITTER, Schedule
-from acxfs.library.store.checks import SourceCheck, parse_time
+from acxfs.library.store.checks import (
+    MAX_FAILURES,
+    Checks,
+    SourceCheck,
+    load_checks,
+    parse_time,
+    save_checks,
+)
 from acxfs.library.updates import refresh
 from acxfs.sources.http import Http
 from acxfs.sources.revalidate import Revalidator
@@ -150,6 +157,18 @@ def test_the_backoff_is_capped_at_sixteen_rounds() -> None:
     assert waited(7) == waited(60) == waited(10_000) == cap
 
 
+def test_failures_in_a_row_are_counted_up_to_where_the_backoff_stops(tmp_path: Path) -> None:
+    check = SourceCheck()
+    for _ in range(100):
+        check = check.failed_again("2026-12-01T12:00:00Z", "unreachable: down")
+    assert check.failures == MAX_FAILURES
+    stored = Checks(sources={"a": SourceCheck(failures=10 ** 40), "b": SourceCheck(failures=-3)})
+    save_checks(tmp_path / "checks.json", stored)
+    loaded = load_checks(tmp_path / "checks.json").sources
+    assert (loaded["a"].failures, loaded["b"].failures) == (MAX_FAILURES, 0)
+    assert waited(10 ** 40) == waited(MAX_FAILURES)
+
+
 def test_retry_after_is_honoured_and_capped() -> None:
     assert waited(1, retry_after=120) == 120
     assert waited(2, retry_after=60) == 1.5 * HOUR  # the longer of the two
@@ -221,10 +240,10 @@ def test_an_unchanged_document_costs_a_304_and_gives_the_kept_body(
     origin = Validated(etag)
     with origin.server.running() as base:
         first = client(tmp_path / "cache")
-        assert first.fetch(base + "index.json").body == origin.body
+        assert first.fetch(base + "index.json", revalidate=True).body == origin.body
         assert first.received == len(origin.body)
         second = client(tmp_path / "cache")
-        answer = second.fetch(base + "index.json")
+        answer = second.fetch(base + "index.json", revalidate=True)
     assert (answer.status, answer.body) == (200, origin.body)
     assert answer.header("Content-Type") == "application/json"
     assert second.received == 0
@@ -247,10 +266,10 @@ def test_a_damaged_entry_is_a_miss(tmp_path: Path, damage: Callable[[bytes], byt
     origin = Validated()
     cache = tmp_path / "cache"
     with origin.server.running() as base:
-        client(cache).fetch(base + "index.json")
+        client(cache).fetch(base + "index.json", revalidate=True)
         (entry,) = entries(cache)
         entry.write_bytes(damage(entry.read_bytes()))
-        answer = client(cache).fetch(base + "index.json")
+        answer = client(cache).fetch(base + "index.json", revalidate=True)
     assert answer.body == origin.body
     assert origin.conditional() == [False, False]
 
@@ -259,12 +278,12 @@ def test_another_urls_entry_is_a_miss(tmp_path: Path) -> None:
     origin = Validated()
     cache = tmp_path / "cache"
     with origin.server.running() as base:
-        client(cache).fetch(base + "status.json")
+        client(cache).fetch(base + "status.json", revalidate=True)
         (theirs,) = entries(cache)
-        client(cache).fetch(base + "index.json")
+        client(cache).fetch(base + "index.json", revalidate=True)
         (mine,) = [p for p in entries(cache) if p != theirs]
         mine.write_bytes(theirs.read_bytes())  # status.json's entry under index.json's name
-        answer = client(cache).fetch(base + "index.json")
+        answer = client(cache).fetch(base + "index.json", revalidate=True)
     assert answer.body == origin.body
     assert origin.conditional() == [False, False, False]
 
@@ -283,13 +302,15 @@ def test_a_last_modified_of_the_second_it_was_sent_is_no_validator(tmp_path: Pat
 
     server = Scripted(route)
     with server.running() as base:
-        assert client(tmp_path / "cache").fetch(base + "status.json").body == bodies[0]
-        assert client(tmp_path / "cache").fetch(base + "status.json").body == bodies[1]
+        for body in bodies:
+            assert client(tmp_path / "cache").fetch(base + "status.json",
+                                                    revalidate=True).body == body
     assert ["If-Modified-Since" in r.headers for r in server.requests] == [False, False]
 
 
 def test_a_304_to_a_request_without_validators_is_no_body(tmp_path: Path) -> None:
     server = Scripted(lambda path: Reply(304, b"", {"ETag": '"v1"'}))
     with server.running() as base:
-        answer = client(tmp_path / "cache").fetch(base + "index.json", errors_ok=True)
+        answer = client(tmp_path / "cache").fetch(base + "index.json", errors_ok=True,
+                                                  revalidate=True)
     assert answer.status == 304 and answer.body == b""

@@ -22,6 +22,7 @@ from acxfs.safe import own_files
 from acxfs.safe.own_files import Field, integer, map_of, optional, text
 
 SCHEMA = "acxfs.checks/1"
+MAX_FAILURES = 5  # failures in a row are counted up to this (where the backoff stops growing)
 MAX_BYTES = 4 * 1024 * 1024
 MAX_DEPTH = 6
 
@@ -33,8 +34,13 @@ class SourceCheck:
     checked_at: str | None = None  # the last successful check (ISO 8601 UTC)
     attempted_at: str | None = None  # the last check, successful or not
     error: str | None = None  # the last failure in one line, None once a check succeeds
-    failures: int = 0  # failed checks in a row
+    failures: int = 0  # failed checks in a row, at most MAX_FAILURES
     not_before: str | None = None  # no scheduled check before this (backoff, Retry-After)
+
+    def failed_again(self, stamp: str, error: str) -> SourceCheck:
+        """This source after one more failed check at `stamp` (its backoff not yet set)."""
+        return SourceCheck(self.checked_at, stamp, error,
+                           min(self.failures + 1, MAX_FAILURES), None)
 
 
 @dataclass
@@ -70,6 +76,11 @@ def _instant(value: str) -> str | None:
     return None
 
 
+def _failures(value: object, where: str) -> int:
+    """A stored count of failures, taken as within 0..MAX_FAILURES whatever the file says."""
+    return min(max(integer(value, where), 0), MAX_FAILURES)
+
+
 def _any_key(value: str) -> str | None:
     return None
 
@@ -78,7 +89,7 @@ def _table() -> own_files.Table[Checks]:
     when = optional(text(_instant))
     source = own_files.Table(SourceCheck, {
         "checked_at": Field(when), "attempted_at": Field(when),
-        "error": Field(optional(text())), "failures": Field(integer),
+        "error": Field(optional(text())), "failures": Field(_failures),
         "not_before": Field(when),
     })
     bundle = own_files.Table(BundleCheck, {

@@ -12,7 +12,9 @@ never changes), unless the policy says `"withdrawn": "warn"`; `auto` installs th
 and what that refuses is shown, not applied; `notify` and `off` never move.  A source that
 cannot be read, lies or rolls back changes nothing installed: it is recorded as that
 source's `checkError`, and a scheduled round asks it again only after a backoff (doubling per
-failure, at most 16 intervals, and never before its `Retry-After`).
+failure, at most 16 intervals, and never before its `Retry-After`).  The library's lock is
+held to read the state and to apply each change (which checks the state again), never while
+a source is read: a stalled source keeps no other command waiting.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ import datetime as dt
 import json
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 from acxfs import sources
 from acxfs.errors import (
@@ -40,6 +43,7 @@ from acxfs.library.changes.plan import Plan
 from acxfs.library.manager import Library
 from acxfs.library.serving.control import ControlClient
 from acxfs.library.store.checks import (
+    MAX_FAILURES,
     BundleCheck,
     Checks,
     SourceCheck,
@@ -118,7 +122,7 @@ def check_error(exc: AcxfsError) -> str:
 def _backoff(check: SourceCheck, now: dt.datetime, interval: float,
              retry_after: float | None) -> str | None:
     """When a scheduled round may ask a source again after `check.failures` failures."""
-    skip = min(2 ** (min(max(check.failures, 1), 5) - 1) - 1, MAX_BACKOFF_ROUNDS)
+    skip = min(2 ** (min(max(check.failures, 1), MAX_FAILURES) - 1) - 1, MAX_BACKOFF_ROUNDS)
     wait = (skip + 0.5) * interval if skip else 0.0
     if retry_after is not None:
         wait = max(wait, min(retry_after, RETRY_AFTER_CAP))
@@ -130,6 +134,16 @@ def _due(check: SourceCheck | None, now: dt.datetime) -> bool:
 
 
 Scope = tuple[str | None, str]  # (project directory or None for the user's library, identity)
+
+
+class Install(NamedTuple):
+    """An auto update the survey found: what to ask its source, and the revision it found
+    installed (the update is left alone once another is)."""
+
+    identity: str
+    ask: str
+    source: str
+    digest: str
 
 
 def _by_source(state: LibraryState) -> dict[str, list[Scope]]:
@@ -158,8 +172,8 @@ class Refresher:
 
     def run(self, scheduled: bool) -> Round:
         now = self.clock()
-        installs = self._survey(now, scheduled)
-        self._install(installs)
+        reader, installs = self._survey(now, scheduled)
+        self._install(reader, installs)
         with journal.locked(self.library.paths):
             checks = load_checks(self.library.paths.checks)
             self._fold(checks, now)
@@ -168,50 +182,55 @@ class Refresher:
 
     # --- the survey: sources read, nothing changed ---------------------------------------
 
-    def _survey(self, now: dt.datetime, scheduled: bool) -> list[tuple[str, str, str]]:
+    def _survey(self, now: dt.datetime, scheduled: bool) -> tuple[Sources, list[Install]]:
+        """The sources read (each once, its client kept in the reader for the round's
+        installs) and what they say: the auto updates to install.  The lock is held only to
+        read the state; the sources are read without it (a stalled one keeps no other
+        command waiting), and what they said is applied by changes that check the state
+        again under it."""
         lib = self.library
         with journal.locked(lib.paths):
             lib.recover()
             state = lib.state()
             checks = load_checks(lib.paths.checks)
-            reader = Sources(self.options, state, cache=lib.paths.http_cache)
-            installs: list[tuple[str, str, str]] = []
-            pulled_projects: list[tuple[str, str, str, str]] = []  # dir, id, digest, why
-            for key, scopes in _by_source(state).items():
-                if scheduled and not _due(checks.sources.get(key), now):
-                    self.result.skipped.append(key)
-                    continue
-                try:
-                    client = reader.client(key, scopes[0][1])
-                    for directory, identity in scopes:
-                        try:
-                            self._look(state, client, directory, identity, installs,
-                                       pulled_projects)
-                        except SourceError as exc:  # this bundle only (gone from the index)
-                            if isinstance(exc, RollbackError):
-                                raise
-                            if directory is None:
-                                self.result.refused[identity] = check_error(exc)
-                except (AcxfsError, ValueError, OSError) as exc:  # never the whole round
-                    retry = exc.retry_after if isinstance(exc, NetworkError) else None
-                    self.result.failed[key] = check_error(exc) if isinstance(
-                        exc, AcxfsError) else f"failed: {type(exc).__name__}: {exc}"
-                    self._retry_after[key] = retry
-                    continue
-                self.result.checked.append(key)
-            self.result.received = reader.http.received
-            probe = LibraryState(state.trust_dir, sources=dict(state.sources))
-            reader.record(probe, {})
-            learned = json.dumps({k: v.to_doc() for k, v in probe.sources.items()},
-                                 sort_keys=True) != json.dumps(
-                {k: v.to_doc() for k, v in state.sources.items() if k in probe.sources},
-                sort_keys=True)
+        reader = Sources(self.options, state, cache=lib.paths.http_cache)
+        installs: list[Install] = []
+        pulled_projects: list[tuple[str, str, str, str]] = []  # dir, id, digest, why
+        for key, scopes in _by_source(state).items():
+            if scheduled and not _due(checks.sources.get(key), now):
+                self.result.skipped.append(key)
+                continue
+            try:
+                client = reader.client(key, scopes[0][1])
+                for directory, identity in scopes:
+                    try:
+                        self._look(state, client, directory, identity, installs,
+                                   pulled_projects)
+                    except SourceError as exc:  # this bundle only (gone from the index)
+                        if isinstance(exc, RollbackError):
+                            raise
+                        if directory is None:
+                            self.result.refused[identity] = check_error(exc)
+            except (AcxfsError, ValueError, OSError) as exc:  # never the whole round
+                retry = exc.retry_after if isinstance(exc, NetworkError) else None
+                self.result.failed[key] = check_error(exc) if isinstance(
+                    exc, AcxfsError) else f"failed: {type(exc).__name__}: {exc}"
+                self._retry_after[key] = retry
+                continue
+            self.result.checked.append(key)
+        self.result.received = reader.http.received
+        probe = LibraryState(state.trust_dir, sources=dict(state.sources))
+        reader.record(probe, {})
+        learned = json.dumps({k: v.to_doc() for k, v in probe.sources.items()},
+                             sort_keys=True) != json.dumps(
+            {k: v.to_doc() for k, v in state.sources.items() if k in probe.sources},
+            sort_keys=True)
         if self.result.pulled or pulled_projects or learned:
             self._unlink(reader, pulled_projects, state)
-        return installs
+        return reader, installs
 
     def _look(self, state: LibraryState, client: sources.Client, directory: str | None,
-              identity: str, installs: list[tuple[str, str, str]],
+              identity: str, installs: list[Install],
               pulled_projects: list[tuple[str, str, str, str]]) -> None:
         from_source = state.installed[identity].current if directory is None else \
             state.projects[directory].bundles[identity].revision
@@ -233,7 +252,8 @@ class Refresher:
         shown, ask = found.newer
         self.result.waiting[identity] = shown
         if item.updates == "auto":
-            installs.append((identity, ask, item.current.source or ""))
+            installs.append(Install(identity, ask, item.current.source or "",
+                                    item.current.digest))
 
     def _unlink(self, reader: Sources, pulled_projects: list[tuple[str, str, str, str]],
                 surveyed: LibraryState) -> None:
@@ -258,16 +278,18 @@ class Refresher:
 
     # --- auto: the same add as `update` --------------------------------------------------
 
-    def _install(self, installs: list[tuple[str, str, str]]) -> None:
+    def _install(self, reader: Sources, installs: list[Install]) -> None:
+        """Each auto update through `add`, its release asked of the client the survey
+        loaded (no source's index is read twice in a round); one whose bundle changed since
+        the survey (removed, updated, reverted, no longer auto) is left to the next round."""
         quiet = dataclasses.replace(self.library, say=lambda line: None)
-        for identity, ask, source in installs:
+        for identity, ask, source, surveyed in installs:
             had = self.library.state().installed.get(identity)
-            if had is None:  # removed since the survey
+            if had is None or had.current.digest != surveyed or had.updates != "auto":
                 continue
             before = had.current.version
-            fetch = Fetch([(identity, ask, source)],
-                          Sources(self.options, cache=self.library.paths.http_cache),
-                          self.library.paths, self.library.note)
+            fetch = Fetch([(identity, ask, source)], reader, self.library.paths,
+                          self.library.note)
             try:
                 quiet.add([], None, update_only=True, remote=fetch)
             except AcxfsError as exc:
@@ -290,7 +312,7 @@ class Refresher:
             checks.sources[key] = SourceCheck(stamp, stamp, None, 0, None)
         for key, error in self.result.failed.items():
             had = checks.sources.get(key) or SourceCheck()
-            failed = SourceCheck(had.checked_at, stamp, error, had.failures + 1, None)
+            failed = had.failed_again(stamp, error)
             failed.not_before = _backoff(failed, now, interval, self._retry_after.get(key))
             checks.sources[key] = failed
         by_source = _by_source(state)

@@ -5,7 +5,8 @@ rollback, no changed coordinate) and its lifecycle allows it; its bytes go strai
 store's staging copy, bounded by the size the source names; an azphalt package's sha256 must
 be the repository's digest before anything parses it; then the copy gets the full check, and
 its signed identity, version and manifest must be exactly what the source named, or the copy
-is removed.  What the sources said is recorded only with the change it belongs to.
+is removed.  What the sources said is recorded only with the change it belongs to, merged
+into what the library holds of each source then (never over it).
 """
 
 from __future__ import annotations
@@ -86,11 +87,14 @@ class Sources:
         return self.clients[spec.key]
 
     def record(self, after: LibraryState, names: dict[str, set[str]]) -> None:
-        """Put what each source said into the state after the change."""
+        """Put what each source said into the state after the change (`after`: worked out
+        from the state read under the lock), merged into what it holds of that source: a
+        command that recorded since this one read its sources loses nothing."""
         now = now_text()
         for key, client in self.clients.items():
             client.remember(names.get(key, set()) | _known_names(client.memory), now)
-            after.sources[key] = client.memory
+            held = after.sources.get(key)
+            after.sources[key] = client.memory if held is None else held.merged(client.memory)
 
 
 def _known_names(memory: SourceMemory) -> set[str]:

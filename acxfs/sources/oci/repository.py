@@ -53,7 +53,7 @@ class Repository:
              data: bytes | IO[bytes] | None = None, limit: int | None = None,
              size: int | None = None, sink: Callable[[bytes], None] | None = None,
              follow: int = 0, rewind: Callable[[], None] | None = None,
-             what: str | None = None) -> Answer:
+             what: str | None = None, revalidate: bool = False) -> Answer:
         """`method url`, answered by a login after a 401 and asked once more.  A URL the
         registry points elsewhere (an upload's `Location`, a next page's `Link`, a blob's
         redirect) on another origin than its API gets no credentials, and a 401 from there
@@ -66,7 +66,8 @@ class Repository:
         for attempt in (0, 1):
             sent = {**(headers or {}), **(self.login.header(self.scope) if own else {})}
             answer = self.http.request(method, url, headers=sent, data=data, limit=limit,
-                                       size=size, sink=sink, what=what, follow=follow)
+                                       size=size, sink=sink, what=what, follow=follow,
+                                       revalidate=revalidate)
             if answer.status == 401 and not (own and _origin(answer.url) == _origin(url)):
                 raise NetworkError(f"{without_query(answer.url)}: HTTP 401 (acxfs logs in "
                                    f"only to {self.ref.host} itself)")
@@ -93,7 +94,8 @@ class Repository:
         none; by digest, only bytes that hash to it."""
         where = self._named(reference)
         answer = self.call("GET", self.url(f"manifests/{reference}"),
-                           headers={"Accept": accept}, limit=MANIFEST_BYTES, what=where)
+                           headers={"Accept": accept}, limit=MANIFEST_BYTES, what=where,
+                           revalidate=True)
         if answer.status == 404:
             return None
         if answer.status != 200:
@@ -120,7 +122,7 @@ class Repository:
         url = self.url("tags/list")
         found: list[str] = []
         for _ in range(TAGS_PAGES):
-            answer = self.call("GET", url, limit=TAGS_PAGE_BYTES)
+            answer = self.call("GET", url, limit=TAGS_PAGE_BYTES, revalidate=True)
             if answer.status == 404:
                 return found
             if answer.status != 200:
