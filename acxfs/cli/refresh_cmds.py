@@ -15,7 +15,7 @@ from acxfs.cli.common import SubParsers, add_command, say
 from acxfs.cli.output import emit
 from acxfs.errors import EnvironmentProblem
 from acxfs.library.manager import Library
-from acxfs.library.store.state import UPDATE_MODES
+from acxfs.library.store.state import LONGEST_REFRESH, SHORTEST_REFRESH, UPDATE_MODES
 from acxfs.library.updates import refresh
 from acxfs.library.updates.remote import Options
 from acxfs.paths import trust_dir
@@ -25,7 +25,7 @@ from acxfs.text import printable
 
 UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
 DURATION = re.compile(r"([0-9]{1,12})([smhd]?)")
-SHORTEST, LONGEST = 1, 30 * 86400  # seconds: the intervals `--every` accepts
+SHORTEST, LONGEST = SHORTEST_REFRESH, LONGEST_REFRESH  # the intervals `--every` accepts
 
 
 def parse_duration(text: str) -> int | None:

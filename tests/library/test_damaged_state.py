@@ -60,6 +60,9 @@ STATE_DAMAGE: dict[str, tuple[Callable[[dict[str, Any]], None], str, str]] = {
                           f"{AT}.current.version", "missing"),
     "a boolean where a publisher is": (_current("publisher", True), f"{AT}.current.publisher",
                                        "not a string (true or false)"),
+    "a refresh interval of a century": (
+        lambda d: d.__setitem__("refreshEvery", 100 * 365 * 86400), "refreshEvery",
+        "not between 1 and 2592000 seconds"),
 }
 
 

@@ -39,6 +39,7 @@ SCHEMA = "acxfs.library/1"
 UPDATE_MODES = ("auto", "notify", "off")
 DEFAULT_UPDATES = "notify"
 DEFAULT_REFRESH_EVERY = 3600  # seconds between the daemon's checks of the sources
+SHORTEST_REFRESH, LONGEST_REFRESH = 1, 30 * 86400  # seconds: the intervals a library may keep
 STATUSES = ("deprecated", "superseded", *PULLED)
 
 
@@ -441,6 +442,9 @@ def _project_agent(value: str) -> str | None:
 
 
 def _state_check(state: LibraryState) -> tuple[str, str] | None:
+    every = state.refresh_every
+    if every is not None and not SHORTEST_REFRESH <= every <= LONGEST_REFRESH:
+        return "refreshEvery", f"not between {SHORTEST_REFRESH} and {LONGEST_REFRESH} seconds"
     for identity, item in state.installed.items():
         if item.current.identity != identity:
             return (f"installed[{json.dumps(identity)}].current.identity",
