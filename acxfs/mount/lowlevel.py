@@ -125,6 +125,9 @@ class LowLevelFUSE:
         self._types = _Types(mfusepy)
         self._attr_timeout, self._entry_timeout = float(attr_timeout), float(entry_timeout)
         self._negative_timeout = float(negative_timeout)
+        # One negative entry for every ENOENT lookup (libfuse copies it into each reply); it
+        # also sizes a listing's entries, which takes only a name.
+        self._negative = self._types.entry(0, 0, self._types.stat(), 0.0, self._negative_timeout)
         self._lock = threading.Lock()
         self._paths: dict[int, str] = {ROOT: "/"}  # node id -> its path in the mount
         self._ids: dict[str, int] = {"/": ROOT}
@@ -296,14 +299,12 @@ class LowLevelFUSE:
     def _lookup(self, req: int, parent: int, name: bytes) -> None:
         def work() -> None:
             path = self._child(self._path(parent), os.fsdecode(name))
-            try:
-                attrs = self.operations.getattr(path, None)
-            except OSError as exc:
-                if exc.errno != errno.ENOENT or not self._negative_timeout:
-                    raise
+            attrs = self.operations.lookup(path)
+            if attrs is None:
+                if not self._negative_timeout:
+                    raise OSError(errno.ENOENT, "no such entry")
                 # A negative entry the kernel keeps for the negative timeout.
-                e = self._types.entry(0, 0, self._types.stat(), 0.0, self._negative_timeout)
-                self._lib.fuse_reply_entry(req, ctypes.byref(e))
+                self._lib.fuse_reply_entry(req, ctypes.byref(self._negative))
                 return
             self._lib.fuse_reply_entry(req, ctypes.byref(self._entry(path, attrs)))
         self._answer(req, work)
@@ -366,9 +367,8 @@ class LowLevelFUSE:
                 left = size - used
                 if plus:
                     if attrs is not None and name not in (".", ".."):
-                        looked = self._types.entry(0, 0, self._types.stat(), 0.0, 0.0)
                         needed = self._lib.fuse_add_direntry_plus(
-                            req, None, 0, raw, ctypes.byref(looked), index + 1)
+                            req, None, 0, raw, ctypes.byref(self._negative), index + 1)
                         if needed > left:
                             break
                         e = self._entry(child, attrs)

@@ -161,19 +161,27 @@ class AcxOperations:
 
     def _find(self, path: str) -> tuple[Served | None, Entry]:
         """The source serving `path` (None for a made-up directory) and the entry there."""
+        found = self._locate(path)
+        if found is None:
+            raise FuseOSError(errno.ENOENT)
+        return found
+
+    def _locate(self, path: str) -> tuple[Served | None, Entry] | None:
+        """As `_find`, with None for a path that does not exist (no exception: a lookup of a
+        missing name is the commonest request an agent's start-up sends)."""
         layout = self._router.layout
         rel = path.strip("/")
         routed = route(layout, rel)
         if routed is None:
             if rel in layout.dirs:
                 return None, Entry(rel, True, mtime=self._made_at)
-            raise FuseOSError(errno.ENOENT)
+            return None
         served, inner = routed
         root = served.mounted.root
         entry = served.mounted.source.tree.lookup(
             f"{root}/{inner}" if root and inner else (inner or root))
         if entry is None:
-            raise FuseOSError(errno.ENOENT)
+            return None
         return served, entry
 
     def _stat(self, served: Served | None, entry: Entry) -> dict[str, int]:
@@ -223,6 +231,12 @@ class AcxOperations:
     @_guard
     def getattr(self, path: str, fh: object = None) -> dict[str, int]:
         return self._stat(*self._find(path))
+
+    @_guard
+    def lookup(self, path: str) -> dict[str, int] | None:
+        """`getattr`, with None for a missing path (the low-level binding's LOOKUP)."""
+        found = self._locate(path)
+        return None if found is None else self._stat(*found)
 
     @_guard
     def readdir(self, path: str, fh: object) -> list[str]:
