@@ -10,7 +10,7 @@ from pathlib import Path
 
 MiB = 1024 * 1024
 PEER_NAMES = ("plain", "sqlite3 -Ax", "ratarmount", "fuse-zip", "nullfs", "nullfs -s", "acxfs",
-              "acxfs libfuse3")
+              "acxfs libfuse3", "acxfs lowlevel")
 
 
 @dataclass(frozen=True)

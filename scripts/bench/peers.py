@@ -1,5 +1,6 @@
 """The peers compared with acxfs: a plain directory, `sqlite3 -Ax` extraction, and the FUSE
-filesystems (ratarmount, fuse-zip, the do-nothing nullfs, acxfs on libfuse2 and libfuse3).
+filesystems (ratarmount, fuse-zip, the do-nothing nullfs, acxfs on libfuse2, on libfuse3, and
+on its own binding of libfuse3's low-level API).
 
 Each peer probes whether it can run here (`absent` says why not) and gives a dataset's tree as
 a `Mount`; FUSE peers mount afresh for every cold run and unmount on leaving `mounted()`.
@@ -202,19 +203,26 @@ class AcxfsPeer(DaemonPeer):
 
 class AcxfsFuse3Peer(AcxfsPeer):
     name = "acxfs libfuse3"
+    backend = "libfuse3"
 
     def missing(self) -> str | None:
         reason = super().missing()
         if reason is None and subprocess.run(
-            [sys.executable, "-c", "from acxfs.mount import backend; backend.load('libfuse3')"],
+            [sys.executable, "-c",
+             f"from acxfs.mount import backend; backend.load({self.backend!r})"],
             capture_output=True, check=False,
         ).returncode != 0:
-            reason = ("libfuse3 backend unavailable (pip install 'acxfs[fuse3]', "
+            reason = (f"{self.backend} backend unavailable (pip install 'acxfs[fuse3]', "
                       "apt-get install libfuse3-3)")
         return reason
 
     def command(self, ds: Dataset, mountpoint: Path) -> list[str]:
-        return [*super().command(ds, mountpoint), "--backend", "libfuse3"]
+        return [*super().command(ds, mountpoint), "--backend", self.backend]
+
+
+class AcxfsLowLevelPeer(AcxfsFuse3Peer):
+    name = "acxfs lowlevel"
+    backend = "libfuse3-lowlevel"
 
 
 class RatarmountPeer(DaemonPeer):
@@ -269,6 +277,7 @@ PEER_CLASSES: dict[str, type[Peer]] = {
     "plain": PlainPeer, "sqlite3 -Ax": ExtractPeer, "ratarmount": RatarmountPeer,
     "fuse-zip": FuseZipPeer, "nullfs": NullPeer, "nullfs -s": NullSinglePeer,
     "acxfs": AcxfsPeer, "acxfs libfuse3": AcxfsFuse3Peer,
+    "acxfs lowlevel": AcxfsLowLevelPeer,
 }
 
 

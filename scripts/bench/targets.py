@@ -23,13 +23,14 @@ def fmt(value: float | None, unit: str = "") -> str:
 
 
 def evaluate_targets(cfg: Config, table: Table) -> list[Target]:
-    """The issue's targets for acxfs (libfuse2), then again for the libfuse3 backend if it ran."""
+    """The issue's targets for acxfs (libfuse2), then again for each libfuse3 backend that ran."""
     targets = evaluate_targets_for(cfg, table, "acxfs")
     row = table.get("c.read.warm") or table.get("d.seq.warm") or table.get("a.mount.warm.1000")
-    if row is not None and row.median("acxfs libfuse3") is not None:
-        for target in evaluate_targets_for(cfg, table, "acxfs libfuse3"):
-            targets.append(Target(f"[--backend libfuse3] {target.goal}", target.figure,
-                                  target.met))
+    for peer, backend in (("acxfs libfuse3", "libfuse3"), ("acxfs lowlevel", "libfuse3-lowlevel")):
+        if row is not None and row.median(peer) is not None:
+            for target in evaluate_targets_for(cfg, table, peer):
+                targets.append(Target(f"[--backend {backend}] {target.goal}", target.figure,
+                                      target.met))
     return targets
 
 
