@@ -15,8 +15,9 @@ the node ids assigned here.
 
 Invariants:
 - A node id names one path for as long as the kernel holds it (until its lookups are all
-  forgotten); a path's node id is also its st_ino, so an lstat through the mount tells the node
-  id the notify calls need.  The root is node 1.
+  forgotten), and only a reply that counts as a lookup makes one, so the table holds no more
+  than the kernel does; a path's node id is also its st_ino, so an lstat through the mount
+  tells the node id the notify calls need.  The root is node 1.
 - Every request gets exactly one reply (forget: none), whatever the operation raised: an
   OSError is its errno, anything else is EIO.  Content and metadata come only from the
   operations, which serve verified entries; this module touches no stored byte.
@@ -38,6 +39,7 @@ from collections.abc import Callable
 from typing import Any
 
 ROOT = 1
+UNKNOWN_INO = 0xFFFFFFFF  # the d_ino of a listed entry without a node id (as libfuse's)
 NOT_IMPLEMENTED = errno.ENOSYS
 
 _init_session = threading.local()  # the session whose init callback runs on this thread
@@ -226,17 +228,22 @@ class LowLevelFUSE:
             raise OSError(errno.ESTALE, "unknown node")
         return path
 
-    def _id(self, path: str, looked_up: bool) -> int:
-        """The node id of `path` (a new one if the kernel holds none); `looked_up`: the reply
-        that carries it counts as one lookup the kernel will forget."""
+    def _looked_up(self, path: str) -> int:
+        """The node id of `path` (a new one if the kernel holds none), counting the reply that
+        carries it as one lookup the kernel will forget."""
         with self._lock:
             ino = self._ids.get(path)
             if ino is None:
                 ino, self._next = self._next, self._next + 1
                 self._ids[path], self._paths[ino] = ino, path
-            if looked_up:
-                self._lookups[ino] = self._lookups.get(ino, 0) + 1
+            self._lookups[ino] = self._lookups.get(ino, 0) + 1
             return ino
+
+    def _known_id(self, path: str) -> int:
+        """The node id of `path` if the kernel holds one, else libfuse's unknown inode number
+        (for a listed name the kernel has not looked up: no id is made that nothing forgets)."""
+        with self._lock:
+            return self._ids.get(path, UNKNOWN_INO)
 
     def _forget_node(self, ino: int, count: int) -> None:
         with self._lock:
@@ -274,8 +281,8 @@ class LowLevelFUSE:
         st.st_ino = ino
         return st
 
-    def _entry(self, path: str, attrs: dict[str, int], looked_up: bool = True) -> Any:
-        ino = self._id(path, looked_up)
+    def _entry(self, path: str, attrs: dict[str, int]) -> Any:
+        ino = self._looked_up(path)
         return self._types.entry(ino, 0, self._stat(attrs, ino), self._attr_timeout,
                                  self._entry_timeout)
 
@@ -374,13 +381,13 @@ class LowLevelFUSE:
                         e = self._entry(child, attrs)
                     else:
                         st = self._types.stat()
-                        st.st_mode, st.st_ino = mode, self._id(child, False)
+                        st.st_mode, st.st_ino = mode, self._known_id(child)
                         e = self._types.entry(0, 0, st, 0.0, 0.0)
                     added = self._lib.fuse_add_direntry_plus(
                         req, base + used, left, raw, ctypes.byref(e), index + 1)
                 else:
                     st = self._types.stat()
-                    st.st_mode, st.st_ino = mode, self._id(child, False)
+                    st.st_mode, st.st_ino = mode, self._known_id(child)
                     added = self._lib.fuse_add_direntry(req, base + used, left, raw,
                                                         ctypes.byref(st), index + 1)
                 if added > left:
