@@ -1,6 +1,6 @@
 """A source that lies, fails, restarts or goes quiet changes nothing installed: an ACX registry
 served by `python -m http.server` (its log shows each request and its status), each daemon's
-timer shortened with `acxfs refresh --every 2s`.  A rolled-back index is refused as
+timer shortened with `acxfs refresh --every 1s`.  A rolled-back index is refused as
 `rollback:`, an outage shows as `unreachable:` while the daemon keeps serving and clears when
 the source is back, a stale index shows as `stale:`, a withdrawal the source drops stays in
 force, `refresh --every off` and `ACXFS_OFFLINE=1` send nothing, and the interval outlives
@@ -38,7 +38,7 @@ pytestmark = [pytest.mark.fuse, pytest.mark.slow]
 T1 = "2026-11-20T00:00:00.000Z"
 T2 = "2026-11-21T00:00:00.000Z"
 T0 = "2026-11-10T00:00:00.000Z"  # before T1: a rolled-back index
-QUIET = 8.0  # seconds (4 intervals) in which nothing may be asked: absence is the claim
+QUIET = 4.0  # seconds (4 intervals) in which nothing may be asked: absence is the claim
 
 
 def index_requests(log: Path) -> list[int]:
@@ -137,9 +137,9 @@ def test_a_withdrawal_stays_the_interval_outlives_down_up_and_off_sends_nothing(
 
             one.ok("down")
             one.ok("up")
-            assert one.listing()["refreshEvery"] == 2
+            assert one.listing()["refreshEvery"] == 1
             doc = json.loads((one.home / ".local/share/acxfs/library.json").read_text())
-            assert doc["refreshEvery"] == 2
+            assert doc["refreshEvery"] == 1
 
             publish(root, [carts["1.0.0"]], at=T2, status=[
                 reg.status_entry(carts["1.0.0"], "withdrawn", "leaks credentials")])

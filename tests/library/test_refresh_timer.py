@@ -1,6 +1,6 @@
 """The library keeps itself current with no command typed: several HOMEs installed from one
 registry served by `python -m http.server` (its log shows every request and its status),
-each daemon's timer shortened with `acxfs refresh --every 2s`; the tests only publish at the
+each daemon's timer shortened with `acxfs refresh --every 1s`; the tests only publish at the
 source and wait, with a deadline, for what every machine shows.
 """
 
@@ -110,7 +110,7 @@ def test_a_project_keeps_its_lock_and_loses_a_revoked_release(
         with static_server(root) as base:
             project = init_repo(one, tmp_path / "project")
             one.ok("add", "--project", project, NAME, "--from", base)
-            one.ok("refresh", "--every", "2s")
+            one.ok("refresh", "--every", "1s")
             lock = (project / "acxfs.lock").read_bytes()
             linked = project / ".claude" / "skills" / SKILL
             target = os.readlink(linked)

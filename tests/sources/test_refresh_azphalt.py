@@ -1,6 +1,6 @@
 """The library keeps bundles from an azphalt repository current with no command typed: the
 loopback Repository API the azphalt tests use (the real signed skill package), several HOMEs
-installed from it, each daemon's timer shortened with `acxfs refresh --every 2s`.  A version
+installed from it, each daemon's timer shortened with `acxfs refresh --every 1s`.  A version
 the repository's `/revocations` feed revokes loses its links in every HOME; a newer version
 the repository yanked is never installed by `auto`, nor shown as waiting.
 """
@@ -39,7 +39,7 @@ def install(machine: Machine, base: str, *extra: str) -> list[Path]:
     """ID installed from the repository at `base`, checked every 2 s; its skill links."""
     machine.ok("trust", "add", AZP)
     machine.ok("add", ID, "--from", f"azphalt+{base}", *extra)
-    machine.ok("refresh", "--every", "2s")
+    machine.ok("refresh", "--every", "1s")
     skills = bundle(machine, ID)["skills"]
     links = [machine.home / agent / "skills" / s for agent in (".agents", ".claude")
              for s in skills]

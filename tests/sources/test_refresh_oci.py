@@ -1,7 +1,7 @@
 """The library keeps bundles from an OCI repository current with no command typed: the real
 distribution registry (plain HTTP on loopback, its access log showing each request and its
 status), two HOMEs installed from `REPO:latest`, each daemon's timer shortened with
-`acxfs refresh --every 2s`.  An unchanged tag costs a `304` (the registry gives each manifest
+`acxfs refresh --every 1s`.  An unchanged tag costs a `304` (the registry gives each manifest
 an ETag and answers `If-None-Match`); when `latest` is pushed again to a newer release, the
 `auto` bundle moves to it and the `notify` one shows it waiting (under the tag's name: a
 tag that names no version is shown as `update --check` shows it).
@@ -47,7 +47,7 @@ def test_latest_pushed_again_moves_auto_and_shows_notify(tmp_path: Path) -> None
         auto.ok("add", reg.ref(REPO, tag="latest"), "--updates", "auto")
         notify.ok("add", reg.ref(REPO, tag="latest"))
         for machine in (auto, notify):
-            machine.ok("refresh", "--every", "2s")
+            machine.ok("refresh", "--every", "1s")
         wait_until("an unchanged tag answers 304", lambda: 304 in tag_answers(reg))
         assert bundle(auto)["checkError"] is None and bundle(auto)["checkedAt"] is not None
 

@@ -1,5 +1,5 @@
 """What the tests of the library's freshness share: machines installed from one ACX registry
-served over loopback, each daemon's timer shortened with `acxfs refresh --every 2s`, and
+served over loopback, each daemon's timer shortened with `acxfs refresh --every 1s`, and
 waiting with a deadline for what a machine shows.
 
 Invariant: nothing here sleeps and then asserts: `wait_until` polls a condition until a
@@ -19,7 +19,7 @@ from tests.support.projects import PUBLISHER, Machine, pack
 
 NAME = f"{PUBLISHER}/research"
 SKILL = "expertise-designer"
-DEADLINE = 60.0  # seconds: a few 2 s intervals on a loaded machine
+DEADLINE = 60.0  # seconds: many 1 s intervals on a loaded machine
 
 
 def wait_until(what: str, condition: Callable[[], bool], deadline: float = DEADLINE) -> None:
@@ -64,4 +64,4 @@ def releases(signer: Machine, work: Path, *versions: str) -> dict[str, reg.Packe
 def install(machine: Machine, signer_file: Path, base: str, *extra: object) -> None:
     machine.ok("trust", "add", signer_file)
     machine.ok("add", NAME, "--from", base, *extra)
-    machine.ok("refresh", "--every", "2s")
+    machine.ok("refresh", "--every", "1s")
