@@ -182,3 +182,13 @@ class PolicyRefusal(RefusedError):
 
 class StaleIndexError(PolicyRefusal):
     """An index generated longer ago than the policy's `maxIndexAgeDays` (exit 1)."""
+
+
+class IsALink(OSError):
+    """What is at a name opened without following links is a symbolic link
+    (`acxfs.safe.inputs.open_file_at`); each caller says what that means for it."""
+
+
+class NotAFile(OSError):
+    """What is at a name is not a regular file: a directory, FIFO, socket or device
+    (`acxfs.safe.inputs.open_file_at`)."""

@@ -1,10 +1,12 @@
 """Opening a file acxfs was asked to read: a regular file, or an OSError naming why not.
 
-Invariant: `open_input` never blocks and never returns a handle on anything but a regular
-file.  It opens without following the caller into a wait (O_NONBLOCK: a FIFO with no writer
-would otherwise hang the command forever), then checks the opened file itself (fstat, so no
-race between the check and the open); directories, FIFOs, sockets and devices are refused
-with an OSError whose strerror says what the path is.
+Invariant: `open_input` and `open_file_at` never block and never return a handle on anything
+but a regular file.  They open without following the caller into a wait (O_NONBLOCK: a FIFO
+with no writer would otherwise hang the command forever), then check the opened file itself
+(fstat, so no race between the check and the open); directories, FIFOs, sockets and devices
+are refused with an OSError whose strerror says what the path is.  `open_file_at` also never
+follows a symbolic link (O_NOFOLLOW): a link is `IsALink`, anything else but a regular file
+`NotAFile`.
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ import os
 import stat
 from typing import BinaryIO
 
-from acxfs.errors import EnvironmentProblem
+from acxfs.errors import EnvironmentProblem, IsALink, NotAFile
 
 
 def open_input(path: str | os.PathLike[str]) -> BinaryIO:
@@ -32,6 +34,26 @@ def open_input(path: str | os.PathLike[str]) -> BinaryIO:
     except BaseException:
         os.close(fd)
         raise
+
+
+def open_file_at(dirfd: int, name: str) -> tuple[int, os.stat_result] | None:
+    """`name` in `dirfd` opened for reading, with its fstat, if it is a regular file; None if
+    nothing is there.  A link raises `IsALink`, anything else but a regular file `NotAFile`,
+    another failure its OSError; the caller closes the descriptor."""
+    try:
+        fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC,
+                     dir_fd=dirfd)
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            raise IsALink(errno.ELOOP, "is a symbolic link", name) from None
+        raise
+    info = os.fstat(fd)
+    if not stat.S_ISREG(info.st_mode):
+        os.close(fd)
+        raise NotAFile(errno.EINVAL, "not a regular file", name)
+    return fd, info
 
 
 def copy_input(path: str, dest: str, limit: int, what: str) -> tuple[int, str]:

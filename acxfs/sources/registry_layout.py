@@ -20,11 +20,12 @@ import stat
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
-from acxfs.errors import EnvironmentProblem, SourceError, UnsafePathError
+from acxfs.errors import EnvironmentProblem, IsALink, NotAFile, SourceError, UnsafePathError
 from acxfs.safe import dirs as safe_dirs
 from acxfs.safe import files as safe_files
 from acxfs.safe._ops import _DIR_PATH
 from acxfs.safe.dirs import current_umask
+from acxfs.safe.inputs import open_file_at
 
 INDEX, STATUS, TRUST, CARTRIDGES = "index.json", "status.json", "trust-registry.json", "cartridges"
 FILE_LIMIT = 16 * 1024 * 1024  # index.json, status.json, trust-registry.json
@@ -113,19 +114,15 @@ def _listdir(fd: int, shown: str) -> list[str]:
 def _open_file(dirfd: int, name: str, shown: str) -> int | None:
     """`name` in `dirfd` opened for reading without following a link; None if absent."""
     try:
-        fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK,
-                     dir_fd=dirfd)
-    except FileNotFoundError:
-        return None
+        opened = open_file_at(dirfd, name)
+    except IsALink:
+        raise UnsafePathError(f"{shown}: is a symbolic link; acxfs does not read or "
+                              "write through links in a registry") from None
+    except NotAFile:
+        raise EnvironmentProblem(f"{shown}: not a regular file") from None
     except OSError as exc:
-        if exc.errno == errno.ELOOP:
-            raise UnsafePathError(f"{shown}: is a symbolic link; acxfs does not read or "
-                                  "write through links in a registry") from None
         raise EnvironmentProblem(f"{shown}: {exc.strerror or exc}") from None
-    if not stat.S_ISREG(os.fstat(fd).st_mode):
-        os.close(fd)
-        raise EnvironmentProblem(f"{shown}: not a regular file")
-    return fd
+    return None if opened is None else opened[0]
 
 
 def read_file(reg: RegistryDir, name: str) -> bytes | None:

@@ -11,17 +11,17 @@ is finished by running it again.
 from __future__ import annotations
 
 import contextlib
-import errno
 import os
 import stat
 import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
-from acxfs.errors import UnsafePathError
+from acxfs.errors import IsALink, NotAFile, UnsafePathError
 from acxfs.safe import dirs as safe_dirs
 from acxfs.safe import files as safe_files
 from acxfs.safe.dirs import current_umask
+from acxfs.safe.inputs import open_file_at
 
 HEADER = "# acxfs: project links (acxfs.lock)"
 GIT_TIMEOUT = 30.0
@@ -107,18 +107,16 @@ def _read(exclude: Path) -> str | None:
         return None
     try:
         try:
-            fd = os.open(exclude.name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK
-                         | os.O_CLOEXEC, dir_fd=dirfd)
-        except FileNotFoundError:
+            opened = open_file_at(dirfd, exclude.name)
+        except IsALink:
+            raise UnsafePathError(f"{exclude} is a symbolic link; acxfs does not write "
+                                  "through it") from None
+        except NotAFile:
+            raise UnsafePathError(f"{exclude} is not a regular file") from None
+        if opened is None:
             return None
-        except OSError as exc:
-            if exc.errno == errno.ELOOP:
-                raise UnsafePathError(f"{exclude} is a symbolic link; acxfs does not write "
-                                      "through it") from None
-            raise
+        fd = opened[0]
         try:
-            if not stat.S_ISREG(os.fstat(fd).st_mode):
-                raise UnsafePathError(f"{exclude} is not a regular file")
             data = os.read(fd, MAX_BYTES + 1)
         finally:
             os.close(fd)

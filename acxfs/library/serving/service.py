@@ -14,11 +14,9 @@ left as it is.
 
 from __future__ import annotations
 
-import errno
 import os
 import re
 import shlex
-import stat
 import subprocess
 import sys
 from collections.abc import Mapping
@@ -26,11 +24,12 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import acxfs
-from acxfs.errors import EnvironmentProblem, UnsafePathError
+from acxfs.errors import EnvironmentProblem, IsALink, NotAFile, UnsafePathError
 from acxfs.paths import home, xdg_dir
 from acxfs.safe import dirs as safe_dirs
 from acxfs.safe import files as safe_files
 from acxfs.safe import ownership
+from acxfs.safe.inputs import open_file_at
 
 UNIT_NAME = "acxfs.service"
 MARK = "# written by acxfs service install; acxfs service remove deletes it"
@@ -179,19 +178,18 @@ def _read_ours(dirfd: int, path: Path) -> tuple[str, tuple[int, int]] | None:
     """The text and (device, inode) of the unit at `path` if acxfs wrote it; None if nothing
     is there; `UnsafePathError` for anything else (a link, not a file, another's unit)."""
     try:
-        fd = os.open(path.name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC,
-                     dir_fd=dirfd)
-    except FileNotFoundError:
-        return None
+        opened = open_file_at(dirfd, path.name)
+    except IsALink:
+        raise UnsafePathError(f"{path} is a symbolic link, not a unit acxfs wrote; "
+                              "left as it is") from None
+    except NotAFile:
+        raise UnsafePathError(f"{path} is not a file acxfs wrote; left as it is") from None
     except OSError as exc:
-        if exc.errno == errno.ELOOP:
-            raise UnsafePathError(f"{path} is a symbolic link, not a unit acxfs wrote; "
-                                  "left as it is") from None
         raise OSError(exc.errno, exc.strerror, str(path)) from None
+    if opened is None:
+        return None
+    fd, info = opened
     try:
-        info = os.fstat(fd)
-        if not stat.S_ISREG(info.st_mode):
-            raise UnsafePathError(f"{path} is not a file acxfs wrote; left as it is")
         data = os.read(fd, _MAX_UNIT)
     finally:
         os.close(fd)

@@ -10,23 +10,22 @@ change was planned against.  The lock names bytes; it never confers trust.
 
 from __future__ import annotations
 
-import errno
 import json
 import os
 import re
-import stat
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
 from acxfs import semver
 from acxfs.container import SEGMENT_RE
-from acxfs.errors import LockError
+from acxfs.errors import IsALink, LockError, NotAFile
 from acxfs.formats import FORMATS
 from acxfs.safe import dirs as safe_dirs
 from acxfs.safe import files as safe_files
 from acxfs.safe import strict_json
 from acxfs.safe.dirs import current_umask
+from acxfs.safe.inputs import open_file_at
 from acxfs.skills import valid_name
 from acxfs.sources.http import may_ask
 from acxfs.sources.oci.reference import DIGEST_RE, TAG_RE, oci_key, tag_version, version_tag
@@ -146,19 +145,18 @@ def read_bytes(project: Path) -> bytes | None:
         return None
     try:
         try:
-            fd = os.open(NAME, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC,
-                         dir_fd=dirfd)
-        except FileNotFoundError:
-            return None
+            opened = open_file_at(dirfd, NAME)
+        except IsALink:
+            raise LockError(f"{where} is a symbolic link; acxfs reads and writes the lock "
+                            "only as a file of the project") from None
+        except NotAFile:
+            raise LockError(f"{where} is not a regular file") from None
         except OSError as exc:
-            if exc.errno == errno.ELOOP:
-                raise LockError(f"{where} is a symbolic link; acxfs reads and writes the lock "
-                                "only as a file of the project") from None
             raise LockError(f"{where}: {exc.strerror}") from None
+        if opened is None:
+            return None
+        fd, info = opened
         try:
-            info = os.fstat(fd)
-            if not stat.S_ISREG(info.st_mode):
-                raise LockError(f"{where} is not a regular file")
             if info.st_size > MAX_BYTES:
                 raise LockError(f"{where}: larger than {MAX_BYTES} bytes")
             chunks = []
