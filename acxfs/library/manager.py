@@ -239,11 +239,6 @@ class Library:
             if installed is not None and installed.current.digest == rev.digest:
                 raise RefusedError(f"{file}: {rev.identity} {rev.version} is installed already")
             owners.check_publisher(rev, state, allow_key_change)
-            try:
-                owners.check_paths(rev.identity, [*state.installed,
-                                                  *(c.revision.identity for c in earlier)])
-            except RefusedError as exc:
-                raise RefusedError(f"{file}: {exc}") from exc
             versions.check_floor(rev, installed, state.floors.get(rev.identity),
                                  allow_downgrade)
             for skill in rev.skills:
@@ -399,7 +394,12 @@ class Library:
         served = status.get("served")
         refused = status.get("refused")
         assert isinstance(served, dict) and isinstance(refused, dict)
+        if any("/" in name for name in served):  # nested paths: an earlier acxfs's daemon
+            self.note("acxfs: note: the library daemon was started by an earlier acxfs; "
+                      "links change once it is restarted: acxfs down && acxfs up")
+            return
         plan = Plan.of(state)
+        plan.follow_layout(self.paths.mnt)
         for identity, item in state.installed.items():
             prefix = item.current.prefix
             barred = self.policy.refusal_of(item.current.source, item.current.publisher,
@@ -419,7 +419,7 @@ class Library:
         plan.remove.extend(remove)
         for line in notes:
             self.note(printable(f"acxfs: note: {line}"))
-        if plan.make or plan.remove:
+        if plan.make or plan.remove or plan.repoint:
             self._tell(journal.carry_out(self.paths, plan.intent("up"), self._sync))
 
     def _report_links(self, state: LibraryState) -> None:

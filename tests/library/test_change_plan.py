@@ -48,7 +48,8 @@ def installed(current: Revision, previous: Revision | None = None,
 
 def test_a_link_target_is_the_revisions_immutable_path() -> None:
     one = rev("1.0.0", digest="ab" * 32)
-    assert target(MNT, one, "alpha") == f"/lib/mnt/{ID}/1.0.0-abababababab/alpha"
+    publisher, artifact = ID.split("/")
+    assert target(MNT, one, "alpha") == f"/lib/mnt/{publisher}+{artifact}@1.0.0-abababababab/alpha"
 
 
 def test_a_first_install_makes_one_link_per_skill_and_directory_and_sets_the_floor() -> None:

@@ -90,7 +90,7 @@ def test_update_into_a_read_only_agent_directory_is_undone_everywhere(
     listed = in_read_only(directory, "list")  # still read-only: reading works
     assert listed.returncode == 0 and "Traceback" not in listed.stderr, listed.stderr
     ok(acxfs("update", new))  # writable again: the same update goes through
-    assert all("/2.0.0-" in target for target in agent_entries().values())
+    assert all("@2.0.0-" in target for target in agent_entries().values())
     ok(acxfs("remove", IDENTITY))
     assert agent_entries() == {}
 
@@ -121,7 +121,7 @@ def test_revert_into_a_read_only_agent_directory_is_undone(tmp_path: Path,
     assert_library_as_before(entries, state, "2.0.0")
     assert store_names() == sorted([digest_name(old), digest_name(new)])  # both kept
     ok(acxfs("revert", IDENTITY))
-    assert all("/1.0.0-" in target for target in agent_entries().values())
+    assert all("@1.0.0-" in target for target in agent_entries().values())
 
 
 @pytest.mark.parametrize("step", ["add:undo-intent", "add:undo", "add:undone"])

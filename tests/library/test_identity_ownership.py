@@ -15,7 +15,6 @@ import hashlib
 import json
 import os
 import re
-import socket
 from pathlib import Path
 from typing import Any
 
@@ -113,83 +112,30 @@ def test_another_key_of_the_same_publisher_needs_allow_key_change(tmp_path: Path
                                    rf"signed by another key \({old_key}\); .*")
 
 
-# --- served paths that could nest -----------------------------------------------------------
+# --- served names ---------------------------------------------------------------------------
 
 
-def nested_pair(tmp_path: Path) -> tuple[Path, Path, str]:
-    """A package `io.github.tester` and a cartridge `io.github.tester/<its version>-<its
-    digest>`: the cartridge's served path lies inside the package's."""
+def test_identities_that_would_nest_as_paths_are_served_side_by_side(tmp_path: Path,
+                                                                     local_key: None) -> None:
+    """A package `io.github.tester` and a cartridge `io.github.tester/<the package's version
+    and digest>`: as nested paths one would be served inside the other; each revision is one
+    name right below the mountpoint, so both are served, each at its own name."""
     trust_key(tmp_path, TESTER_KEY, TESTER)
     package = azp(tmp_path, TESTER, "1.0.0", "outer-skill", publisher=TESTER, key=TESTER_KEY)
-    inner = f"1.0.0-{hashlib.sha256(package.read_bytes()).hexdigest()[:12]}"
+    digest = hashlib.sha256(package.read_bytes()).hexdigest()
+    inner = f"1.0.0-{digest[:12]}"
     cart = pack(tmp_path, TESTER, inner, "1.0.0", "inner-skill")
-    return package, cart, inner
-
-
-def test_an_identity_served_inside_anothers_path_is_refused_at_add(tmp_path: Path,
-                                                                  local_key: None) -> None:
-    package, cart, inner = nested_pair(tmp_path)
     ok(acxfs("add", package))
-    before = unchanged_library()
-    refused = acxfs("add", cart)
-    assert_one_line_error(refused, rf"acxfs: error: {re.escape(str(cart))}: "
-                                   rf"{TESTER}/{inner} would be served inside {TESTER}, or "
-                                   rf"{TESTER} inside it .*")
-    assert unchanged_library() == before
-    other = pack(tmp_path, TESTER, "plain", "1.0.0", "plain-skill")  # could nest later
-    assert acxfs("add", other).returncode == 1
-    assert bundle(TESTER)["served"] is True
-    ok(acxfs("remove", TESTER))
-    ok(acxfs("add", other))  # the other order too
-    assert_one_line_error(acxfs("add", package),
-                          rf"acxfs: error: .*: {TESTER} would be served inside {TESTER}/plain.*")
-
-
-def control_request(doc: dict[str, object]) -> dict[str, Any]:
-    """One request on the daemon's control socket (through a descriptor of its directory:
-    the path may be longer than a socket address)."""
-    directory = os.open(library_paths().socket.parent, os.O_PATH | os.O_DIRECTORY)
-    try:
-        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as conn:
-            conn.settimeout(60)
-            conn.connect(f"/proc/self/fd/{directory}/{library_paths().socket.name}")
-            conn.sendall(json.dumps(doc).encode() + b"\n")
-            data = b""
-            while not data.endswith(b"\n"):
-                piece = conn.recv(65536)
-                assert piece, f"the daemon dropped the connection after {doc}"
-                data += piece
-    finally:
-        os.close(directory)
-    answer = json.loads(data)
-    assert isinstance(answer, dict)
-    return answer
-
-
-def test_the_daemon_refuses_a_nested_path_and_keeps_answering(tmp_path: Path,
-                                                              local_key: None) -> None:
-    package, cart, inner = nested_pair(tmp_path)
-    ok(acxfs("add", cart))  # alone, it may be installed: keep its record
-    (record,) = json.loads(library_paths().state.read_text())["installed"].values()
-    ok(acxfs("remove", f"{TESTER}/{inner}"))
-    ok(acxfs("add", package))
-    # A library that holds both (written by hand, or before add refused it): the cartridge's
-    # store file and record are put back while the daemon is down.
-    ok(acxfs("down"))
-    store_file = data_dir() / "store" / record["current"]["file"]
-    store_file.write_bytes(cart.read_bytes())
-    store_file.chmod(0o400)
-    state = json.loads(library_paths().state.read_text())
-    state["installed"][f"{TESTER}/{inner}"] = {**record, "links": [], "directories": []}
-    library_paths().state.write_text(json.dumps(state))
-    result = acxfs("up")
-    assert result.returncode == 0 and "Traceback" not in result.stderr, result.stderr
-    refused = bundle(f"{TESTER}/{inner}")
-    assert refused["served"] is False and "would nest with the path" in refused["why"]
-    assert bundle(TESTER)["served"] is True
-    answer = control_request({"op": "load", "file": store_file.name})
-    assert answer["ok"] is False and "would nest" in answer["error"]
-    assert control_request({"op": "ping"})["ok"] is True
+    ok(acxfs("add", cart))
+    mnt = data_dir() / "mnt"
+    cart_digest = hashlib.sha256(cart.read_bytes()).hexdigest()
+    assert sorted(os.listdir(mnt)) == sorted([f"{TESTER}@{inner}",
+                                              f"{TESTER}+{inner}@1.0.0-{cart_digest[:12]}"])
+    for identity, skill in ((TESTER, "outer-skill"), (f"{TESTER}/{inner}", "inner-skill")):
+        assert bundle(identity)["served"] is True
+        link = home() / ".claude" / "skills" / skill
+        assert Path(os.readlink(link)).parent.parent == mnt
+        assert f"name: {skill}" in (link / "SKILL.md").read_text()
 
 
 # --- skill names ----------------------------------------------------------------------------

@@ -62,7 +62,7 @@ def pack(tmp_path: Path, version: str, *, blob: bytes = b"") -> Path:
 
 def served_at(version: str, cart: Path) -> Path:
     digest = hashlib.sha256(cart.read_bytes()).hexdigest()
-    return data_dir() / "mnt" / PUBLISHER / "tool" / f"{version}-{digest[:12]}"
+    return data_dir() / "mnt" / f"{PUBLISHER}+tool@{version}-{digest[:12]}"
 
 
 def link() -> Path:
@@ -79,15 +79,15 @@ def test_update_and_revert_are_seen_at_once_despite_cached_lookups(
     old, new = pack(tmp_path, "1.0.0"), pack(tmp_path, "2.0.0")
     run("add", old)
     old_root, new_root = served_at("1.0.0", old), served_at("2.0.0", new)
-    identity_dir = old_root.parent
+    mnt = old_root.parent  # each revision is one name right below the mountpoint
     assert (link() / "SKILL.md").read_text().endswith("at 1.0.0.\n---\n")
-    assert os.listdir(identity_dir) == [old_root.name]  # a listing the kernel may keep
+    assert os.listdir(mnt) == [old_root.name]  # a listing the kernel may keep
     assert not new_root.exists()  # a negative entry the kernel may keep
     run("update", new)
     assert os.readlink(link()) == str(new_root / "cache-skill")
     assert os.stat(link()).st_ino == os.stat(new_root / "cache-skill").st_ino
     assert (link() / "SKILL.md").read_text().endswith("at 2.0.0.\n---\n")
-    assert sorted(os.listdir(identity_dir)) == sorted([old_root.name, new_root.name])
+    assert sorted(os.listdir(mnt)) == sorted([old_root.name, new_root.name])
     run("revert", "cache-skill")
     assert os.readlink(link()) == str(old_root / "cache-skill")
     assert (link() / "SKILL.md").read_text().endswith("at 1.0.0.\n---\n")
@@ -101,15 +101,15 @@ def test_a_removed_bundle_is_gone_at_once_even_where_it_was_read(
     mnt = data_dir() / "mnt"
     skill_md = root / "cache-skill" / "SKILL.md"
     assert skill_md.read_bytes()  # looked up, stat'd and read: all of it cached
-    assert os.listdir(mnt) == [PUBLISHER] and os.listdir(root.parent) == [root.name]
+    assert os.listdir(mnt) == [root.name]
     run("remove", "cache-skill")
-    for path in (skill_md, root / "cache-skill", root, root.parent, mnt / PUBLISHER):
+    for path in (skill_md, root / "cache-skill", root):
         with pytest.raises(FileNotFoundError):
             os.stat(path)
     assert os.listdir(mnt) == []
     run("add", cart)  # served again at the same path: seen at once, the negative entries gone
     assert skill_md.read_bytes().endswith(b"at 1.0.0.\n---\n")
-    assert os.listdir(mnt) == [PUBLISHER]
+    assert os.listdir(mnt) == [root.name]
 
 
 def test_a_file_never_read_is_still_verified_when_read(
@@ -155,10 +155,10 @@ def test_a_directory_listed_again_is_answered_by_the_kernel(
         assert os.listdir(skill.parent) == ["cache-skill"]
     assert listings_answered() == before
     new = pack(tmp_path, "2.0.0")
-    identity = skill.parent.parent
-    assert os.listdir(identity) == [skill.parent.name]
+    mnt = skill.parent.parent
+    assert os.listdir(mnt) == [skill.parent.name]
     run("update", new)  # the listing of what changed is asked again, and is current
     before = listings_answered()
-    assert sorted(os.listdir(identity)) == sorted([skill.parent.name,
+    assert sorted(os.listdir(mnt)) == sorted([skill.parent.name,
                                                    served_at("2.0.0", new).name])
     assert listings_answered() > before

@@ -82,7 +82,8 @@ def test_add_links_every_skill_for_both_agent_directories(tmp_path: Path, local_
             link = agent_dir / name
             assert link.is_symlink()
             target = Path(os.readlink(link))
-            assert target.is_relative_to(data_dir() / "mnt" / "io.github.tester" / "pair")
+            assert target.parent.parent == data_dir() / "mnt"
+            assert target.parent.name.startswith("io.github.tester+pair@")
             text = (link / "SKILL.md").read_text()
             assert f"name: {name}" in text
     assert "alpha-skill" in result.stdout and "beta-skill" in result.stdout
@@ -274,10 +275,12 @@ def test_add_killed_after_the_daemon_loaded_it_leaves_nothing_served(tmp_path: P
                             env={**os.environ, "ACXFS_TEST_KILL_AT": "add:served"},
                             capture_output=True, text=True, timeout=60, check=False)
     assert killed.returncode == -9
-    publisher = data_dir() / "mnt" / "io.github.tester"
-    assert "pi-skill" in os.listdir(publisher)  # loaded by the daemon before the kill
+    def served() -> list[str]:
+        return sorted(name.split("@")[0] for name in os.listdir(data_dir() / "mnt"))
+
+    assert "io.github.tester+pi-skill" in served()  # loaded by the daemon before the kill
     assert acxfs("list").returncode == 0  # the orphan is removed, and the daemon drops it
-    assert os.listdir(publisher) == ["omicron-skill"]
+    assert served() == ["io.github.tester+omicron-skill"]
     assert not (home() / ".claude" / "skills" / "pi-skill").exists()
     assert [b["identity"] for b in listing()["bundles"]] == ["io.github.tester/omicron-skill"]
     assert len(list((data_dir() / "store").iterdir())) == 1

@@ -79,7 +79,7 @@ def bundle() -> dict[str, Any]:
 def served_at(version: str, cart: Path) -> Path:
     """Where the daemon serves `cart`: its identity, version and digest prefix."""
     digest = hashlib.sha256(cart.read_bytes()).hexdigest()
-    return data_dir() / "mnt" / PUBLISHER / "tool" / f"{version}-{digest[:12]}"
+    return data_dir() / "mnt" / f"{PUBLISHER}+tool@{version}-{digest[:12]}"
 
 
 def assert_linked_to(root: Path, skills: Iterable[str], absent: Iterable[str] = ()) -> None:
@@ -438,7 +438,7 @@ def test_revoked_key_then_up_reload_stops_serving_and_unlinks(tmp_path: Path, ho
     if how != "trust remove":
         assert note in result.stderr and "links removed" in result.stderr
     assert_linked_to(root, set(), absent={"trust-skill", "unread-skill"})
-    assert not root.parent.exists()  # the daemon serves nothing of the identity any more
+    assert not root.exists()  # the daemon serves nothing of the identity any more
     with pytest.raises(FileNotFoundError):  # nothing the kernel cached before stays
         (root / "trust-skill" / "SKILL.md").read_bytes()
     with pytest.raises(FileNotFoundError):

@@ -131,8 +131,8 @@ def test_repair_gives_up_a_damaged_intent_and_finishes_the_update_from_its_links
     assert {link["state"] for link in bundle["links"]} == {"ok"}
     for d in agent_dirs():
         for skill in ("alpha", "beta"):
-            assert os.readlink(d / skill) == str(data_dir() / "mnt" / PAIR / bundle["path"]
-                                                 .rsplit("/", 1)[1] / skill)
+            assert os.readlink(d / skill) == str(Path(bundle["path"]) / skill)
+            assert Path(bundle["path"]).parent == data_dir() / "mnt"
             assert (d / skill / "SKILL.md").read_text().startswith("---\nname: ")
 
 

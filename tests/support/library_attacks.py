@@ -108,7 +108,7 @@ def hand_state(identity: str = f"{PUBLISHER}/pair", skills: tuple[str, ...] = ("
     """A library state `acxfs` accepts: `identity` installed with `skills`, linked into
     Claude Code's directory, its store file `file` (default: a store name)."""
     digest = "a" * 64
-    prefix = f"{identity}/1.0.0-{digest[:12]}"
+    prefix = f"{identity.replace('/', '+')}@1.0.0-{digest[:12]}"
     claude = str(home() / ".claude" / "skills")
     revision = {
         "digest": digest, "file": file or f"{digest}.acx", "format": "acx",

@@ -100,6 +100,24 @@ class Plan:
         item.links = new
         item.suspended = False
 
+    def follow_layout(self, mnt: Path) -> None:
+        """Re-point every link whose target is not where its revision is served now: the
+        links of a library an earlier acxfs made, which served revisions at other paths."""
+        for item in self.after.installed.values():
+            item.links = [self._served_now(link, item.current, mnt) for link in item.links]
+        for project in self.after.projects.values():
+            for bundle in project.bundles.values():
+                bundle.links = [self._served_now(link, bundle.revision, mnt)
+                                for link in bundle.links]
+
+    def _served_now(self, link: Link, rev: Revision, mnt: Path) -> Link:
+        now = target(mnt, rev, link.name)
+        if link.target == now:
+            return link
+        moved = Link(link.directory, link.name, now)
+        self.repoint.append((link, moved))
+        return moved
+
     def intent(self, op: str) -> journal.Intent:
         keep = self.after.store_files()
         dropped = sorted(self.before.store_files() - keep)

@@ -3,8 +3,8 @@
 Invariant: a bundle is served only after this process itself checked its store file (its
 sha256 against the digest its name records, structure, signature, trust against the trust
 store as it is now, identity, signed release and skills as the library recorded them), while
-the policy in effect (`policy.json`) allows its source, publisher and key, and only at a path
-that nests with no other served bundle's; from then on every byte is verified
+the policy in effect (`policy.json`) allows its source, publisher and key, and only under a
+served name no other bundle has (`served_names`); from then on every byte is verified
 when read, as in any acxfs mount.  A bundle that fails its check is not served and the reason
 is kept for `acxfs list`.  The daemon takes changes only over its control channel
 (`control.py`), from its owner.  A daemon whose control socket is gone, or the stale mount of
@@ -32,6 +32,7 @@ from acxfs.library.links import agent_links, guard
 from acxfs.library.serving.control import ControlClient, ControlServer, Op
 from acxfs.library.serving.schedule import Schedule, run_check
 from acxfs.library.store.checks import load_checks, parse_time
+from acxfs.library.store.served_names import served_name
 from acxfs.library.store.state import (
     DEFAULT_REFRESH_EVERY,
     LibraryState,
@@ -118,7 +119,7 @@ class LibraryDaemon:
             raise AcxfsError(verdict.line)
         identity = formats.identity(report)
         skills = formats.skills(report)
-        prefix = f"{identity.name}/{identity.version}-{match.group(1)[:12]}"
+        prefix = served_name(identity.name, identity.version, match.group(1))
         if expected is not None and (expected.prefix, expected.skills) != (prefix, skills):
             raise AcxfsError("the store file no longer matches what was installed")
         if expected is not None and identity.release != expected.manifest:
@@ -176,14 +177,10 @@ class LibraryDaemon:
                        f"{identity.name} {identity.version}", min_mtime_ns=installed)
 
     def _attach(self, mounted: Mounted, file: str) -> None:
-        """Serve `mounted` (AcxfsError, and it is closed, if its path would nest with one
-        served already)."""
-        for other in self.served:
-            if other == mounted.prefix or other.startswith(mounted.prefix + "/") or \
-                    mounted.prefix.startswith(other + "/"):
-                mounted.source.close()
-                raise AcxfsError(f"its path {mounted.prefix} would nest with the path {other} "
-                                 "of another bundle")
+        """Serve `mounted` (AcxfsError, and it is closed, if its served name is taken)."""
+        if mounted.prefix in self.served:
+            mounted.source.close()
+            raise AcxfsError(f"its served name {mounted.prefix} is another bundle's")
         if self.ops is not None:
             self.ops.attach(mounted.prefix, mounted)
         self.served[mounted.prefix] = mounted

@@ -21,6 +21,7 @@ from acxfs import semver
 from acxfs.container import SEGMENT_RE
 from acxfs.errors import IsALink, LockError, NotAFile
 from acxfs.formats import FORMATS
+from acxfs.library.store.served_names import served_name
 from acxfs.safe import dirs as safe_dirs
 from acxfs.safe import files as safe_files
 from acxfs.safe import strict_json
@@ -63,7 +64,7 @@ class LockEntry:
 
     @property
     def prefix(self) -> str:
-        return f"{self.identity}/{self.version}-{self.sha256[:12]}"
+        return served_name(self.identity, self.version, self.sha256)
 
     def to_json(self) -> dict[str, object]:
         return {"identity": self.identity, "format": self.format, "version": self.version,

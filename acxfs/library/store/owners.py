@@ -1,13 +1,11 @@
-"""Who owns what in the library: each identity's publisher and key, each skill name, each
-served path.
+"""Who owns what in the library: each identity's publisher and key, each skill name.
 
 Invariant: an identity belongs to the signed publisher (and key) that first installed it; a
 bundle of that identity signed for another publisher is refused, and one signed by another
 key of the same publisher only with `--allow-key-change`; the binding outlives `remove` like
 the floor and goes only with `--forget`.  After every change each skill name is offered by
-one identity's served revision, and no identity's served paths (`<identity>/<version>-<digest>`)
-can lie inside another's: no identity is a path prefix of another.  Every check here only
-reads; a refusal is a `RefusedError` raised before the change's first step.
+one identity's served revision (a revision's served path is its own: `served_names`).  Every
+check here only reads; a refusal is a `RefusedError` raised before the change's first step.
 """
 
 from __future__ import annotations
@@ -53,21 +51,6 @@ def bound(rev: Revision, binding: Binding | None) -> Binding:
     if binding is not None and (binding.publisher, binding.keyid) == (rev.publisher, rev.keyid):
         return binding
     return Binding(rev.publisher, rev.keyid, rev.installed_at)
-
-
-def nests(one: str, other: str) -> bool:
-    """Whether the served paths of identities `one` and `other` can lie one inside the other."""
-    return one != other and (other.startswith(one + "/") or one.startswith(other + "/"))
-
-
-def check_paths(identity: str, others: list[str]) -> None:
-    """RefusedError when `identity`'s served paths could nest with one of `others`."""
-    for other in others:
-        if nests(identity, other):
-            raise RefusedError(
-                f"{identity} would be served inside {other}, or {other} inside it (every "
-                "bundle is served at <identity>/<version>-<digest>); refused: no identity may "
-                "be a path prefix of another")
 
 
 def check_skills(before: LibraryState, after: LibraryState) -> None:

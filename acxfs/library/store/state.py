@@ -24,6 +24,7 @@ from acxfs.container import SEGMENT_RE
 from acxfs.errors import EnvironmentProblem
 from acxfs.library.links.agent_links import Link
 from acxfs.library.links.agents import AGENTS
+from acxfs.library.store.served_names import served_name
 from acxfs.paths import home as user_home
 from acxfs.safe import dirs as safe_dirs
 from acxfs.safe import files as safe_files
@@ -64,7 +65,7 @@ class Revision:
     @property
     def prefix(self) -> str:
         """Where the daemon serves it: the same path always means the same verified bytes."""
-        return f"{self.identity}/{self.version}-{self.digest[:12]}"
+        return served_name(self.identity, self.version, self.digest)
 
 
 @dataclass
