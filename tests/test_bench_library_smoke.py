@@ -1,7 +1,8 @@
 """`python3 -m scripts.bench_library --quick` runs every column and prints one table of the right
-shape, the agents' start-up rows included, leaving no mount, daemon or file behind (the figures
-themselves are judged by people). A start-up row holds figures wherever the pinned agent is
-installed (always under CI=true); elsewhere it says the agent is absent."""
+shape, the agents' start-up rows and where the library's gap to plain copies lies included,
+leaving no mount, daemon or file behind (the figures themselves are judged by people). A
+start-up row holds figures wherever the pinned agent is installed (always under CI=true);
+elsewhere it says the agent is absent."""
 
 from __future__ import annotations
 
@@ -19,13 +20,15 @@ from scripts.agent_runs.runs import agent_problem
 from scripts.bench_library.config import STARTUP_AGENTS
 
 REPO = Path(__file__).resolve().parent.parent
-COLUMNS = ["library", "per-bundle mounts", "plain copies"]
+COLUMNS = ["library", "per-bundle mounts", "copies behind links", "plain copies"]
+STARTING = ("library", "copies behind links", "plain copies")  # the columns agents start with
 MEASURES = ["install all N (once)", "daemons serving", "daemon RSS after up",
             "daemon RSS after reading every SKILL.md", "up until every link resolves",
             "add one more bundle (full check)", "cold read of every SKILL.md"]
 STARTUP = {f"{name} start-up to {until}, {temperature}": slug
            for slug, name, until in STARTUP_AGENTS for temperature in ("cold", "warm")}
 QUICK_AGENTS = ("claude", "codex")  # whose start-up --quick measures; the others are "not run"
+RATIO = re.compile(r"^\d+\.\d\dx$")
 NUMBER = re.compile(r"^\d+(\.\d+)?(e[-+]\d+)?( \(\d+(\.\d+)?x\))?$")
 
 
@@ -51,9 +54,14 @@ def test_quick_library_benchmark_prints_every_column_and_cleans_up(tmp_path: Pat
     cells = {row[1]: dict(zip(COLUMNS, [c.rstrip(" |") for c in row[3:]], strict=True))
              for row in rows}
     assert cells["daemons serving"] == {"library": "1", "per-bundle mounts": "10",
-                                        "plain copies": "0"}
-    for measure in ("cold read of every SKILL.md", "add one more bundle (full check)"):
-        for column in COLUMNS:
+                                        "copies behind links": "0", "plain copies": "0"}
+    for column in COLUMNS:
+        measure = "cold read of every SKILL.md"
+        assert NUMBER.match(cells[measure][column]), (measure, column, cells[measure])
+        measure = "add one more bundle (full check)"
+        if column == "copies behind links":
+            assert cells[measure][column] == "not measured", cells[measure]
+        else:
             assert NUMBER.match(cells[measure][column]), (measure, column, cells[measure])
     for measure in MEASURES[2:6]:
         assert NUMBER.match(cells[measure]["library"]), (measure, cells[measure])
@@ -61,13 +69,17 @@ def test_quick_library_benchmark_prints_every_column_and_cleans_up(tmp_path: Pat
     for measure, agent in STARTUP.items():
         assert cells[measure]["per-bundle mounts"] == "not measured"
         if agent not in QUICK_AGENTS:
-            assert cells[measure]["library"] == cells[measure]["plain copies"] == "not run"
+            assert {cells[measure][column] for column in STARTING} == {"not run"}
             continue
-        for column in ("library", "plain copies"):
+        for column in STARTING:
             if agent_problem(agent) and os.environ.get("CI") != "true":
                 assert cells[measure][column].startswith("absent: "), cells[measure]
             else:
                 assert NUMBER.match(cells[measure][column]), (measure, column, cells[measure])
+    assert "### Where the library's gap lies at N = 10" in lines
+    split = {row[0].lstrip("| "): row[1:] for row in (line.split(" | ") for line in lines)
+             if len(row) == 4 and all(RATIO.match(c.rstrip(" |")) for c in row[1:])}
+    assert "cold read of every SKILL.md" in split, split
     assert "Failed columns" not in done.stdout
     doc = json.loads(out.read_text())
     assert doc["complete"] is True

@@ -25,7 +25,8 @@ def parse_args(argv: Sequence[str] | None) -> Config:
     parser = argparse.ArgumentParser(
         prog="python3 -m scripts.bench_library",
         description="N single-skill bundles as the acxfs skills library, as per-bundle "
-        "acxfs mounts and as plain copies, side by side.",
+        "acxfs mounts, as copies behind the library's links and as plain copies, side by "
+        "side.",
         epilog="example:\n  python3 -m scripts.bench_library --sizes 10,50 --reps 5 "
         "--json bench-out/library.json", formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--quick", action="store_true", help="N = 10, 1 rep (CI, < 60 s)")
@@ -36,8 +37,10 @@ def parse_args(argv: Sequence[str] | None) -> Config:
                         help="where the temporary run directory goes (default: bench-out; "
                         "not tmpfs, or drop_caches cannot make the copies cold)")
     parser.add_argument("--keep", action="store_true", help="keep the run directory")
-    parser.add_argument("--columns", default="lib,mnt,cp", metavar="LIST",
-                        help="subset of lib (library), mnt (per-bundle mounts), cp (plain "
+    slugs = ",".join(kind.slug for kind in COLUMN_TYPES)
+    parser.add_argument("--columns", default=slugs, metavar="LIST",
+                        help="subset of lib (library), mnt (per-bundle mounts), ln (copies "
+                        "behind links: the library's links and layout, no daemon), cp (plain "
                         "copies); default: all")
     parser.add_argument("--agents", metavar="LIST",
                         help="whose start-up to measure at the largest N (claude, codex, "
@@ -53,7 +56,7 @@ def parse_args(argv: Sequence[str] | None) -> Config:
         parser.error("--sizes and --reps must be positive")
     columns = tuple(args.columns.split(","))
     if not set(columns) <= {kind.slug for kind in COLUMN_TYPES}:
-        parser.error(f"--columns: not a subset of lib,mnt,cp: {args.columns}")
+        parser.error(f"--columns: not a subset of {slugs}: {args.columns}")
     named = args.agents or ("claude,codex" if args.quick else ",".join(AGENT_SLUGS))
     agents = () if named == "none" else tuple(named.split(","))
     if not set(agents) <= set(AGENT_SLUGS):

@@ -1,5 +1,7 @@
-"""The three ways to install N bundles, each a column of the table: the skills library (one
-daemon), one `acxfs mount` per bundle, and plain copies (`acxfs extract`, the floor).
+"""The four ways to install N bundles, each a column of the table: the skills library (one
+daemon), one `acxfs mount` per bundle, copies behind links (plain copies at the real paths the
+library's links point to, behind links named like the library's: the library without its
+daemon), and plain copies (`acxfs extract`, the floor).
 
 Each column lives in its own isolated home under its root, and `stop` leaves nothing of it
 running or mounted.
@@ -8,6 +10,7 @@ running or mounted.
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import shutil
 import time
@@ -15,8 +18,15 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from scripts.bench.system import fusermount_u, tool
-from scripts.bench_library.config import BenchError, Bundle
-from scripts.bench_library.system import isolated_env, run, stop_daemons, timed, wait_until
+from scripts.bench_library.config import COPIES, LIBRARY, LINKED, MOUNTS, BenchError, Bundle
+from scripts.bench_library.system import (
+    isolated_env,
+    remove_tree,
+    run,
+    stop_daemons,
+    timed,
+    wait_until,
+)
 from scripts.liveness import is_mounted, mounts_under
 
 
@@ -26,9 +36,12 @@ class Column:
     name = ""
     slug = ""  # short: the library's control socket path must stay under 108 bytes
     has_daemon = True
+    starts_agents = True  # takes part in the agents' start-up rows
+    measures_add = True  # `add` of one more bundle is one of its rows
 
     def __init__(self, root: Path, trust: Path, timeout: float) -> None:
         self.root = root
+        self.trust = trust
         self.env = isolated_env(root, trust)
         self.home = Path(self.env["HOME"])
         self.timeout = timeout
@@ -67,7 +80,7 @@ class Column:
 
 
 class LibraryColumn(Column):
-    name = "library"
+    name = LIBRARY
     slug = "lib"
 
     def links(self, bundle: Bundle) -> list[Path]:
@@ -107,8 +120,9 @@ class LibraryColumn(Column):
 
 
 class MountsColumn(Column):
-    name = "per-bundle mounts"
+    name = MOUNTS
     slug = "mnt"
+    starts_agents = False
 
     def mountpoint(self, bundle: Bundle) -> Path:
         return self.skill_md(bundle).parent
@@ -140,7 +154,7 @@ class MountsColumn(Column):
 
 
 class CopiesColumn(Column):
-    name = "plain copies"
+    name = COPIES
     slug = "cp"
     has_daemon = False
 
@@ -163,4 +177,68 @@ class CopiesColumn(Column):
         shutil.rmtree(self.skill_md(bundle).parent)
 
 
-COLUMN_TYPES: tuple[type[Column], ...] = (LibraryColumn, MountsColumn, CopiesColumn)
+class LinkedCopiesColumn(Column):
+    """Plain copies where the library serves each skill, behind the library's links: the
+    library's own layout and links without FUSE. The layout is the library's, never assumed:
+    the bundles are installed into a private library first, and each of its links is made
+    again under this HOME, its target the same path under this HOME's mountpoint, now a plain
+    directory holding an `acxfs extract` of the skill."""
+
+    name = LINKED
+    slug = "ln"
+    has_daemon = False
+    measures_add = False  # the place of one more bundle is the library's to say
+
+    def install(self, bundles: list[Bundle]) -> float | None:
+        self.bundles = bundles
+        links, home, mountpoint = self.library_links(bundles)
+        mnt = self.home / _inside(mountpoint, home)
+        start = time.perf_counter()
+        for skill, link, target in links:
+            copy = mnt / _inside(Path(os.path.normpath(link.parent / target)), mountpoint)
+            if not copy.exists():
+                copy.parent.mkdir(parents=True, exist_ok=True)
+                bundle = next(b for b in bundles if b.skill == skill)
+                self.acxfs("extract", "--skill", skill, str(bundle.path), str(copy))
+            made = self.home / _inside(link, home)
+            made.parent.mkdir(parents=True, exist_ok=True)
+            made.symlink_to(copy if os.path.isabs(target) else target)
+        return time.perf_counter() - start
+
+    def library_links(self, bundles: list[Bundle]) -> tuple[list[tuple[str, Path, str]], Path,
+                                                             Path]:
+        """Every link a private library makes for `bundles`, as (skill, link, its target),
+        that library's HOME and its mountpoint; the library is stopped and removed after."""
+        library = LibraryColumn(self.root / "l", self.trust, self.timeout)
+        try:
+            library.acxfs("up")
+            library.acxfs("add", *(str(b.path) for b in bundles))
+            doc = json.loads(library.acxfs("list", "--json"))
+            library.down()
+        finally:
+            library.stop()
+            remove_tree(library.root)
+        mountpoint = (doc.get("daemon") or {}).get("mountpoint")
+        if not mountpoint:
+            raise BenchError("acxfs list --json named no mountpoint with the daemon up")
+        links = []
+        for entry in doc["bundles"]:
+            if len(entry["skills"]) != 1 or not entry["links"]:
+                raise BenchError(f"{entry['identity']}: not one skill with links")
+            links += [(entry["skills"][0], Path(link["path"]), str(link["target"]))
+                      for link in entry["links"]]
+        if {skill for skill, _, _ in links} != {b.skill for b in bundles}:
+            raise BenchError("the private library did not link every bundle")
+        return links, library.home, Path(mountpoint)
+
+
+def _inside(path: Path, base: Path) -> Path:
+    """`path` relative to `base`, which must hold it."""
+    try:
+        return path.relative_to(base)
+    except ValueError:
+        raise BenchError(f"the library put {path} outside {base}; cannot lay copies out "
+                         "like it") from None
+
+COLUMN_TYPES: tuple[type[Column], ...] = (LibraryColumn, MountsColumn, LinkedCopiesColumn,
+                                          CopiesColumn)

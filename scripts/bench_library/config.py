@@ -1,4 +1,4 @@
-"""What a library benchmark run measures: the three columns, the measures of each N, the
+"""What a library benchmark run measures: the four columns, the measures of each N, the
 run's configuration, and the shape of its results.
 """
 
@@ -9,7 +9,10 @@ from pathlib import Path
 
 from scripts.bench.results import Cell
 
-COLUMNS = ("library", "per-bundle mounts", "plain copies")
+LIBRARY, MOUNTS, LINKED, COPIES = ("library", "per-bundle mounts", "copies behind links",
+                                   "plain copies")
+COLUMNS = (LIBRARY, MOUNTS, LINKED, COPIES)
+NO_DAEMON = (LINKED, COPIES)
 MEASURES = (  # key, label, unit
     ("install", "install all N (once)", "s"),
     ("daemons", "daemons serving", "count"),

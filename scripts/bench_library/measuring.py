@@ -35,7 +35,8 @@ def read_every_skill_md(column: Column) -> float:
 
 
 def one_rep(column: Column, n: int, extra: Bundle, results: Results, notes: list[str]) -> None:
-    """Up, RSS, drop caches, cold read, RSS, add one more, down."""
+    """Up, RSS, drop caches, cold read, RSS, add one more, down (each where the column has
+    it)."""
     def put(measure: str, value: float) -> None:
         results.setdefault((n, measure, column.name), Cell()).values.append(value)
 
@@ -54,8 +55,9 @@ def one_rep(column: Column, n: int, extra: Bundle, results: Results, notes: list
     put("read", read_every_skill_md(column))
     if column.has_daemon:
         put("rss_read", rss_mib(daemons(column.root)))
-    put("add", timed(lambda: column.add(extra)))
-    column.undo_add(extra)
+    if column.measures_add:
+        put("add", timed(lambda: column.add(extra)))
+        column.undo_add(extra)
     if column.has_daemon:
         column.down()
 

@@ -1,6 +1,7 @@
 """The output of a library benchmark: the Markdown table (medians per N, measure and column,
-reads and agent start-ups also as a multiple of plain copies), the targets at the largest N,
-and the JSON file.
+reads and agent start-ups also as a multiple of plain copies), where the library's gap to plain
+copies lies (the links and layout, which the copies behind links have too, or the daemon), the
+targets at the largest N, and the JSON file.
 """
 
 from __future__ import annotations
@@ -10,7 +11,18 @@ import os
 import time
 
 from scripts.bench.provenance import host_facts, host_line
-from scripts.bench_library.config import COLUMNS, MEASURES, STARTUP_MEASURES, Config, Results
+from scripts.bench_library.config import (
+    COLUMNS,
+    COPIES,
+    LIBRARY,
+    LINKED,
+    MEASURES,
+    MOUNTS,
+    NO_DAEMON,
+    STARTUP_MEASURES,
+    Config,
+    Results,
+)
 from scripts.bench_library.startup import round_ratios
 
 STARTUP_KEYS = {key for key, _, _ in STARTUP_MEASURES}
@@ -19,16 +31,16 @@ GATED = ("start_claude_", "start_codex_")  # the agents the start-up goal names
 
 def cell_text(results: Results, n: int, key: str, column: str, unit: str) -> str:
     cell = results.get((n, key, column))
-    if column == "plain copies" and key in ("daemons", "rss_up", "rss_read", "up"):
+    if column in NO_DAEMON and key in ("daemons", "rss_up", "rss_read", "up"):
         return "0" if key == "daemons" else "none" if key != "up" else "nothing to start"
-    if column == "per-bundle mounts" and key in STARTUP_KEYS:
+    if (column == MOUNTS and key in STARTUP_KEYS) or (column == LINKED and key == "add"):
         return "not measured"
     if cell is None or cell.median is None:
         return cell.note if cell else "not run"
     value = cell.median
     text = f"{value:.0f}" if unit == "count" or value >= 1000 else f"{value:.3g}"
-    floor = results.get((n, key, "plain copies"))
-    if key in ("read", *STARTUP_KEYS) and column != "plain copies" and floor and floor.median:
+    floor = results.get((n, key, COPIES))
+    if key in ("read", *STARTUP_KEYS) and column != COPIES and floor and floor.median:
         text += f" ({value / floor.median:.{2 if key in STARTUP_KEYS else 1}f}x)"
     return text
 
@@ -39,6 +51,27 @@ def measures_at(results: Results, n: int) -> list[tuple[str, str, str]]:
     return [*MEASURES, *(STARTUP_MEASURES if ran else ())]
 
 
+GAP_COLUMNS = ("library / plain copies", "copies behind links / plain copies",
+               "library / copies behind links")
+
+
+def gap(results: Results, n: int) -> list[tuple[str, list[str]]]:
+    """Each read and start-up row at N that the library, the copies behind links and plain
+    copies all measured: (label, the three ratios of medians of GAP_COLUMNS). The second is
+    what the links and layout cost without FUSE; the third, what the daemon adds to them."""
+    rows = []
+    for key, label, _unit in measures_at(results, n):
+        if key != "read" and key not in STARTUP_KEYS:
+            continue
+        lib, ln, cp = (results.get((n, key, c)) for c in (LIBRARY, LINKED, COPIES))
+        medians = [c.median if c else None for c in (lib, ln, cp)]
+        if None in medians or 0 in medians:
+            continue
+        a, b, c = (m for m in medians if m is not None)
+        rows.append((label, [f"{x:.2f}x" for x in (a / c, b / c, a / b)]))
+    return rows
+
+
 VERDICTS = {True: "yes", False: "**no**", None: "cannot tell"}
 NOT_SCORED = "not a goal"  # the verdict of a row the issue reports but sets no limit for
 
@@ -46,12 +79,12 @@ NOT_SCORED = "not a goal"  # the verdict of a row the issue reports but sets no 
 def targets(results: Results, n: int) -> list[tuple[str, str, str]]:
     """The issue's targets for the library at N: (goal, figure, verdict). A goal's verdict is
     yes, **no**, or cannot tell (no figure); a row with no limit is reported, never scored."""
-    def med(key: str, column: str = "library") -> float | None:
+    def med(key: str, column: str = LIBRARY) -> float | None:
         cell = results.get((n, key, column))
         return cell.median if cell else None
 
     def ratio(key: str) -> float | None:
-        value, floor = med(key), med(key, "plain copies")
+        value, floor = med(key), med(key, COPIES)
         return value / floor if value is not None and floor else None
 
     gated = sorted(key for key in STARTUP_KEYS if key.startswith(GATED))
@@ -81,7 +114,9 @@ def render(cfg: Config, results: Results, notes: list[str], failures: list[str],
         f"{time.strftime('%Y-%m-%d %H:%M')}, {elapsed / 60:.1f} min)", "",
         f"Medians of {cfg.reps} rep(s), columns interleaved. Each rep starts every daemon "
         "afresh (library: `acxfs up`; mounts: one `acxfs mount` per bundle), so the FUSE "
-        f"kernel caches start empty; {cache}. RSS is VmRSS summed over the daemons. "
+        "kernel caches start empty; copies behind links are plain copies at the real paths "
+        "of the library's links, behind links like its, with no daemon; "
+        f"{cache}. RSS is VmRSS summed over the daemons. "
         "Start-up (largest N): from the agent's start to its first model request, headless "
         "against a loopback mock, every skill checked to be listed; cold is after `acxfs down`, "
         "`acxfs up` and a cache drop, warm right after; one unmeasured start first, then "
@@ -95,6 +130,16 @@ def render(cfg: Config, results: Results, notes: list[str], failures: list[str],
             cells = [cell_text(results, n, key, c, unit) for c in COLUMNS]
             lines.append(f"| {n} | {label} | {unit} | " + " | ".join(cells) + " |")
     n = max(cfg.sizes)
+    split = gap(results, n)
+    if split:
+        lines += ["", f"### Where the library's gap lies at N = {n}", "",
+                  "Ratios of medians: the copies behind links have the library's links and "
+                  "layout but no daemon, so their ratio to plain copies is what the links and "
+                  "the depth of the real paths cost, and the library's ratio to them what the "
+                  "FUSE daemon adds.", "",
+                  "| measure | " + " | ".join(GAP_COLUMNS) + " |",
+                  "|---|" + "---:|" * len(GAP_COLUMNS)]
+        lines += [f"| {label} | " + " | ".join(ratios) + " |" for label, ratios in split]
     lines += ["", f"### Targets at N = {n} (library)", "", "| target | this run | met |",
               "|---|---|---|"]
     for goal, figure, verdict in targets(results, n):

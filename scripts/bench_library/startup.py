@@ -1,18 +1,19 @@
-"""Agent start-up with N skills, with the N bundles in the library (links into the daemon)
-against N plain copies: Claude Code and Codex headless against the loopback mocks of
+"""Agent start-up with N skills, with the N bundles in the library (links into the daemon),
+as copies behind links (the library's links and layout, no daemon) and as N plain copies:
+Claude Code and Codex headless against the loopback mocks of
 `scripts.agent_runs`, timed from the agent's start (the relay's start of it) to its first model
 request; Gemini CLI and OpenCode, which have no headless run a mock can answer, timed from
 their start to the exit of their own skill listing (`scripts.agent_runs.listings`).
 
 Each round runs, for each agent and then each column: a cold start (library: `acxfs down`,
-`acxfs up` until every link resolves; both: page cache, dentries and inodes dropped) and a warm
-start right after it. Rounds interleave the columns, so drift on a shared machine hits both
-alike. One start per agent and column runs first, unmeasured, so no round pays an agent's
+`acxfs up` until every link resolves; every column: page cache, dentries and inodes dropped)
+and a warm start right after it. Rounds interleave the columns, so drift on a shared machine
+hits all alike. One start per agent and column runs first, unmeasured, so no round pays an agent's
 first-run set-up in a fresh HOME.
 
 Invariant: a start counts only if its first request (or its listing) names every one of the N
 skills with the description its SKILL.md gives (read through the agent's own directory: the
-library's links or the copies); otherwise the column fails with the skills missing.
+links or the copies); otherwise the column fails with the skills missing.
 """
 
 from __future__ import annotations
@@ -32,7 +33,14 @@ from scripts.agent_runs.skill_lists import claude_skills_in, codex_skills_in
 from scripts.bench.results import Cell
 from scripts.bench.system import try_drop_caches
 from scripts.bench_library.columns import Column, CopiesColumn, LibraryColumn
-from scripts.bench_library.config import STARTUP_MEASURES, BenchError, Bundle, Results
+from scripts.bench_library.config import (
+    COPIES,
+    LIBRARY,
+    STARTUP_MEASURES,
+    BenchError,
+    Bundle,
+    Results,
+)
 
 _DESCRIPTION = re.compile(rb"^description: (.*)$", re.MULTILINE)
 
@@ -123,7 +131,7 @@ def mirror_copies(column: CopiesColumn, bundles: list[Bundle]) -> None:
 
 def missing_skills(expected: set[tuple[str, str]],
                    listed: list[tuple[str, str]]) -> list[tuple[str, str]]:
-    """The expected (name, description) pairs a listing lacks. A listed description may be the
+    """The expected (name, description) starteds a listing lacks. A listed description may be the
     beginning of the SKILL.md's (Codex shortens every description when it lists many skills),
     never empty."""
     shown: dict[str, set[str]] = {}
@@ -161,17 +169,17 @@ def cold(column: Column, notes: list[str]) -> None:
 def bench_startup(n: int, columns: list[Column], bundles: list[Bundle], slugs: tuple[str, ...],
                   rounds: int, warm_up: bool, timeout: float, results: Results,
                   notes: list[str], log: Callable[[str], None]) -> dict[str, str]:
-    """The start-up measures at N of the agents `slugs` for the library and copies columns
-    present; returns why each (column, agent) that failed failed (its start-up cells say
-    failed; the other agent and the other rows go on)."""
-    pair = [c for c in columns if isinstance(c, LibraryColumn | CopiesColumn)]
+    """The start-up measures at N of the agents `slugs` for the columns present that start
+    agents (library, copies behind links, plain copies); returns why each (column, agent) that
+    failed failed (its start-up cells say failed; the other agent and the other rows go on)."""
+    starting = [c for c in columns if c.starts_agents]
     broken: dict[str, str] = {}
     agents = []
     for agent in (a for a in AGENTS if a.slug in slugs):
         problem = unavailable(agent)
         if problem:
             for temperature in TEMPERATURES:
-                for column in pair:
+                for column in starting:
                     results.setdefault((n, measure_key(agent, temperature), column.name),
                                        Cell(note="absent: " + ("run scripts/setup.sh"
                                                                if "setup.sh" in problem
@@ -179,10 +187,10 @@ def bench_startup(n: int, columns: list[Column], bundles: list[Bundle], slugs: t
             log(f"N={n} start-up: {agent.name} not run: {problem}")
         else:
             agents.append(agent)
-    if not agents or not pair:
+    if not agents or not starting:
         return broken
     expected = expected_skills(bundles)
-    for column in pair:
+    for column in starting:
         if isinstance(column, CopiesColumn):
             mirror_copies(column, bundles)
         elif isinstance(column, LibraryColumn):
@@ -214,27 +222,28 @@ def bench_startup(n: int, columns: list[Column], bundles: list[Bundle], slugs: t
     try:
         if warm_up:
             for agent in agents:
-                for column in pair:
+                for column in starting:
                     attempt(agent, column, "first start (not measured)",
                             functools.partial(one_start, agent, column, expected, timeout))
         for index in range(rounds):
             for agent in agents:
-                for column in pair:
+                for column in starting:
                     attempt(agent, column, f"start-up round {index + 1}/{rounds}",
                             functools.partial(measured, agent, column))
     finally:
-        for column in pair:
+        for column in starting:
             column.down()
     return broken
 
 
-def round_ratios(results: Results, n: int, keys: list[str] | None = None) -> list[float]:
-    """Library over plain copies for every measured round of the measures `keys` (default:
+def round_ratios(results: Results, n: int, keys: list[str] | None = None,
+                 column: str = LIBRARY) -> list[float]:
+    """`column` over plain copies for every measured round of the measures `keys` (default:
     every start-up measure; rounds are paired in order)."""
     ratios = []
     for key in keys if keys is not None else [key for key, _, _ in STARTUP_MEASURES]:
-        lib = results.get((n, key, "library"))
-        cp = results.get((n, key, "plain copies"))
+        lib = results.get((n, key, column))
+        cp = results.get((n, key, COPIES))
         if lib and cp:
             ratios += [a / b for a, b in zip(lib.values, cp.values, strict=False) if b > 0]
     return ratios
