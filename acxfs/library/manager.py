@@ -273,7 +273,8 @@ class Library:
                                    f"{answer.get('error')}")
             if answer.get("path") != str(self.paths.mnt / rev.prefix):
                 raise EnvironmentProblem(f"the library daemon serves {rev.identity} at "
-                                         f"{answer.get('path')}, not where it was expected")
+                                         f"{answer.get('path')}, not where it was expected "
+                                         "(restart it: acxfs down && acxfs up)")
 
     # --- remove --------------------------------------------------------------------------
 

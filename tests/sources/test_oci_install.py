@@ -64,7 +64,7 @@ def test_add_by_tag_links_into_the_daemon_and_lists_the_reference(tmp_path: Path
         assert bundle["reference"] == f"{reg.ref(REPO, tag='1.1.0')}@{digests['1.1.0']}"
         mnt = one.home / ".local" / "share" / "acxfs" / "mnt"
         for entry, target in link_targets(one).items():
-            assert Path(target).parent.parent.parent.parent == mnt, (entry, target)
+            assert Path(target).parent.parent == mnt, (entry, target)
             assert Path(one.home / entry, "SKILL.md").read_text() == skill_text("alpha",
                                                                                 "1.1.0")
         assert len(link_targets(one)) == 2
