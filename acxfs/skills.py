@@ -14,8 +14,6 @@ import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-import yaml
-
 from acxfs.errors import SkillError
 
 NAME_RE = re.compile(r"^[a-z0-9]+(-[a-z0-9]+)*$")
@@ -64,6 +62,8 @@ def split_frontmatter(text: str) -> str:
 
 def parse_skill(data: bytes, directory: str) -> SkillInfo:
     """The frontmatter of a SKILL.md stored in `<...>/<directory>/SKILL.md`, checked."""
+    import yaml  # here, not with the module: the commands that read no SKILL.md skip loading it
+
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as exc:

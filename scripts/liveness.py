@@ -54,6 +54,23 @@ def other_pids() -> list[int]:
             if name.isdigit() and int(name) != os.getpid()]
 
 
+def processes_with_env(name: str, value: Path | str) -> list[int]:
+    """Pids of live processes (other than this one) started with `name`=`value` in their
+    environment (a library daemon and its children carry the HOME they were started in)."""
+    wanted = os.fsencode(name) + b"=" + os.fsencode(value)
+    found = []
+    for pid in other_pids():
+        try:
+            with open(f"/proc/{pid}/environ", "rb") as handle:
+                if wanted not in handle.read().split(b"\0"):
+                    continue
+        except OSError:
+            continue  # gone, or not ours to read
+        if pid_alive(pid):
+            found.append(pid)
+    return found
+
+
 def _argv(pid: int) -> list[bytes]:
     """The command line of `pid`, one item an argument (OSError when it is gone)."""
     with open(f"/proc/{pid}/cmdline", "rb") as handle:

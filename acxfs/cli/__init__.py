@@ -5,6 +5,9 @@ and a library error becomes one line on stderr (see `acxfs.cli.common.run`), and
 also one error document on stdout (`acxfs.cli.output`), a usage error included.  `main(argv)`
 runs one command in-process; `main_entry` is the console script, whose stdout and stderr
 show what their encoding cannot hold as backslash escapes (never a UnicodeEncodeError).
+A command line that names a command builds the parser of that command's module alone, so a
+command loads what it runs and not the rest of acxfs (`pack` never loads the library);
+`COMMANDS` says which module adds which command, and the tests hold it to the modules.
 """
 
 from __future__ import annotations
@@ -12,30 +15,51 @@ from __future__ import annotations
 import argparse
 import contextlib
 import errno
+import importlib
 import io
 import os
 import sys
 from collections.abc import Sequence
-from typing import cast
+from typing import TYPE_CHECKING, cast
 
 from acxfs import __version__
-from acxfs.cli import (
-    common,
-    completion,
-    library_cmds,
-    mount_cmds,
-    output,
-    pack_cmds,
-    publish_cmds,
-    read_cmds,
-    refresh_cmds,
-    service_cmds,
-    trust_cmds,
-)
+from acxfs.cli import common, output
 from acxfs.trust import store as trust_store
 
+# The command modules are imported by `build_parser` as a command line needs them; named here
+# as well, so that the import graph (scripts.import_graph, tests/test_layout.py) sees them.
+if TYPE_CHECKING:
+    from acxfs.cli import (  # noqa: F401
+        completion,
+        library_cmds,
+        mount_cmds,
+        pack_cmds,
+        publish_cmds,
+        read_cmds,
+        refresh_cmds,
+        service_cmds,
+        trust_cmds,
+    )
 
-def build_parser() -> argparse.ArgumentParser:
+# Each module of acxfs.cli and the commands its `add_commands` adds, in the order of `--help`.
+COMMANDS: dict[str, tuple[str, ...]] = {
+    "read_cmds": ("verify", "inspect", "ls", "cat", "extract"),
+    "pack_cmds": ("keygen", "pack"),
+    "publish_cmds": ("push", "publish", "withdraw"),
+    "trust_cmds": ("trust",),
+    "mount_cmds": ("mount", "umount", "status"),
+    "library_cmds": ("add", "update", "revert", "list", "remove", "up", "sync", "down",
+                     "repair"),
+    "refresh_cmds": ("refresh",),
+    "service_cmds": ("service",),
+    "completion": ("completion",),  # it reads the whole parser: it needs every module
+}
+_MODULE_OF = {command: module for module, names in COMMANDS.items() for command in names}
+
+
+def build_parser(command: str | None = None) -> argparse.ArgumentParser:
+    """The parser of every command, or with `command` (a command's name) of the commands of
+    its module only (importing no other command module)."""
     parser = common.Parser(
         prog="acxfs",
         description="Mount signed skill bundles (ACX cartridges, azphalt packages) read-only; "
@@ -47,23 +71,25 @@ def build_parser() -> argparse.ArgumentParser:
     # Its parsers are `common.Parser`s (argparse makes them of the parent's class).
     subs = cast(common.SubParsers, parser.add_subparsers(dest="command", metavar="COMMAND"))
     subs.required = True
-    read_cmds.add_commands(subs)
-    pack_cmds.add_commands(subs)
-    publish_cmds.add_commands(subs)
-    trust_cmds.add_commands(subs)
-    mount_cmds.add_commands(subs)
-    library_cmds.add_commands(subs)
-    refresh_cmds.add_commands(subs)
-    service_cmds.add_commands(subs)
-    completion.add_commands(subs, parser)
+    only = _MODULE_OF.get(command or "")
+    if only == "completion":
+        only = None
+    for name in COMMANDS:
+        if only is not None and name != only:
+            continue
+        module = importlib.import_module(f"acxfs.cli.{name}")
+        if name == "completion":
+            module.add_commands(subs, parser)
+        else:
+            module.add_commands(subs)
     return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     if common.warn_once not in trust_store.warnings:
         trust_store.warnings.append(common.warn_once)
-    parser = build_parser()
     words = list(sys.argv[1:] if argv is None else argv)
+    parser = build_parser(words[0] if words else None)
     try:
         args = parser.parse_args(words)
     except common.UsageError as exc:

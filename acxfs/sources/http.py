@@ -16,20 +16,22 @@ of an index, a repository or an OCI registry parse what it returns.
 from __future__ import annotations
 
 import datetime as dt
-import email.utils
-import http.client
 import os
-import ssl
-import urllib.error
 import urllib.parse
-import urllib.request
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from email.message import Message
-from typing import IO
+from typing import IO, TYPE_CHECKING
 
 from acxfs.errors import NetworkError, SourceError
 from acxfs.sources.revalidate import Cached, Revalidator
+
+if TYPE_CHECKING:
+    import urllib.request
+    from email.message import Message
+
+# The HTTP client's own modules (urllib.request, http.client, ssl, email) are imported by the
+# first request, not with this module: every acxfs command imports it, few of them connect,
+# and loading those modules is about a tenth of a short command's start-up.
 
 DEFAULT_TIMEOUT = 30.0
 MIB = 1024 * 1024
@@ -53,10 +55,23 @@ def check_url(url: str) -> urllib.parse.SplitResult:
     raise NetworkError(f"{url}: not an https:// URL")
 
 
-class _NoRedirects(urllib.request.HTTPRedirectHandler):
-    def redirect_request(self, req: urllib.request.Request, fp: IO[bytes], code: int,
-                         msg: str, headers: Message, newurl: str) -> None:
-        return None  # urllib then raises the 3xx as an HTTPError
+def _no_redirects() -> urllib.request.HTTPRedirectHandler:
+    """A redirect handler that follows nothing (urllib then raises the 3xx as an HTTPError)."""
+    import urllib.request
+
+    class NoRedirects(urllib.request.HTTPRedirectHandler):
+        def redirect_request(self, req: urllib.request.Request, fp: IO[bytes], code: int,
+                             msg: str, headers: Message, newurl: str) -> None:
+            return None
+
+    return NoRedirects()
+
+
+def _headers() -> Message:
+    """An empty header block (`email.message.Message`, as urllib's responses carry)."""
+    from email.message import Message
+
+    return Message()
 
 
 @dataclass(frozen=True)
@@ -66,7 +81,7 @@ class Answer:
 
     status: int
     body: bytes
-    headers: Message = field(default_factory=Message)
+    headers: Message = field(default_factory=_headers)
     url: str = ""
     reason: str = ""  # the status line's reason phrase
 
@@ -90,10 +105,13 @@ class Http:
     def _opener(self) -> urllib.request.OpenerDirector:
         """One opener per `Http` (loading the CAs costs more than a loopback request)."""
         if self._built is None:
+            import ssl
+            import urllib.request
+
             cafile = os.environ.get("SSL_CERT_FILE") or None
             context = ssl.create_default_context(cafile=cafile)
             self._built = urllib.request.build_opener(
-                urllib.request.ProxyHandler({}), _NoRedirects(),
+                urllib.request.ProxyHandler({}), _no_redirects(),
                 urllib.request.HTTPSHandler(context=context))
         return self._built
 
@@ -161,7 +179,7 @@ class Http:
         asked = {**headers, **(cached.validators() if cached else {})}
         answer = self._once("GET", url, asked, None, bound, None, None, what, url)
         if answer.status == 304 and cached is not None:
-            kept = Message()
+            kept = _headers()
             if cached.content_type:
                 kept["Content-Type"] = cached.content_type
             for name, value in answer.headers.items():
@@ -181,6 +199,10 @@ class Http:
     def _once(self, method: str, url: str, headers: Mapping[str, str],
               data: bytes | IO[bytes] | None, limit: int | None, size: int | None,
               sink: Callable[[bytes], None] | None, what: str | None, label: str) -> Answer:
+        import http.client
+        import urllib.error
+        import urllib.request
+
         check_url(url)
         self.refuse_offline(what or label, label)
         request = urllib.request.Request(
@@ -210,6 +232,9 @@ class Http:
                           response.headers, url, response.reason)
 
     def _failure(self, url: str, reason: object) -> NetworkError:
+        import http.client
+        import ssl
+
         if isinstance(reason, TimeoutError):
             return NetworkError(f"{url}: no answer in {self.timeout:g} s")
         if isinstance(reason, ssl.SSLCertVerificationError):
@@ -224,6 +249,8 @@ class Http:
 
     def _read(self, response: IO[bytes], url: str, limit: int | None, size: int | None,
               sink: Callable[[bytes], None] | None) -> bytes:
+        import http.client
+
         bound = size if size is not None else limit
         assert bound is not None
         declared = _length(response)
@@ -266,6 +293,8 @@ def retry_after_of(answer: Answer) -> float | None:
         return None
     if value.isascii() and value.isdigit():
         return min(float(value), 10.0 ** 9)
+    import email.utils
+
     try:
         when = email.utils.parsedate_to_datetime(value)
     except (TypeError, ValueError):
@@ -283,6 +312,8 @@ def settled_modified(answer: Answer) -> str | None:
     modified, sent = answer.header("Last-Modified"), answer.header("Date")
     if modified is None or sent is None:
         return None
+    import email.utils
+
     try:
         then, now = (email.utils.parsedate_to_datetime(v) for v in (modified, sent))
     except (TypeError, ValueError):

@@ -2,8 +2,9 @@
 command's answers, and the library taken down after a test.
 
 Invariant: every path here is computed from ``$HOME`` at the moment of the call (conftest's
-isolated HOME of the running test), never cached; `stop_library` always runs `acxfs down`,
-then detaches any acxfs mount still under HOME and fails the test if there was one; `ok` and
+isolated HOME of the running test), never cached; `stop_library` runs `acxfs down` unless no
+process of this HOME and no acxfs mount below it is left to stop, then detaches any acxfs
+mount still under HOME and fails the test if there was one; `ok` and
 `listing` fail the test on a non-zero exit and show the command, its stdout and its stderr;
 `linked_description` reads a skill's SKILL.md through the link an agent would follow.
 """
@@ -18,6 +19,7 @@ from typing import Any
 
 import yaml
 
+from scripts.liveness import processes_with_env
 from scripts.mounting import acxfs, acxfs_mounts_under, force_cleanup
 from tests.support.demo import PUBLISHER
 
@@ -50,9 +52,18 @@ def listing() -> dict[str, Any]:
     return doc
 
 
+def library_may_run(of_home: Path) -> bool:
+    """Whether `acxfs down` has anything to stop for `of_home`: a process started with it as
+    HOME (a daemon, found by its socket, is one), or an acxfs mount below it (a daemon's
+    stale mount, or one that lost its socket)."""
+    return bool(acxfs_mounts_under(of_home) or processes_with_env("HOME", of_home))
+
+
 def stop_library() -> None:
-    """Stop the library daemon; fail if a mount outlives it (after detaching it)."""
-    acxfs("down")
+    """Stop the library daemon (`acxfs down`, when there may be one: `library_may_run`); fail
+    if a mount outlives it (after detaching it)."""
+    if library_may_run(home()):
+        acxfs("down")
     left = acxfs_mounts_under(home())
     for mountpoint in left:
         force_cleanup(mountpoint)

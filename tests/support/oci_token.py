@@ -27,7 +27,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from tests.support.servers import issue_cert
+from tests.support.servers import POLL, issue_cert
 
 ISSUER = "acxfs-test-token-issuer"
 SERVICE = "acxfs-test-registry"
@@ -177,7 +177,9 @@ class TokenServer:
         context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
         context.load_cert_chain(str(self.tls[0]), str(self.tls[1]))
         server.socket = context.wrap_socket(server.socket, server_side=True)
-        thread = threading.Thread(target=server.serve_forever, daemon=True)
+        # polled every 50 ms, not 500: `shutdown` waits for the next poll
+        thread = threading.Thread(target=server.serve_forever,
+                                  kwargs={"poll_interval": POLL}, daemon=True)
         thread.start()
         self.url = f"https://127.0.0.1:{server.server_address[1]}/token"
         try:

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from scripts.mounting import acxfs, acxfs_mounts_under, force_cleanup, run
+from tests.support.library import library_may_run
 
 PUBLISHER = "io.github.me"
 GIT_ENV = {"GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@example.org",
@@ -76,7 +77,8 @@ class Machine:
         return doc
 
     def stop(self) -> list[str]:
-        self.acxfs("down")
+        if library_may_run(self.home):
+            self.acxfs("down")
         left = acxfs_mounts_under(self.root)
         for mountpoint in left:
             force_cleanup(mountpoint)

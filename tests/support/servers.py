@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 STALL = 20.0  # seconds a stalled answer waits at most
+POLL = 0.05  # seconds between the serving loop's checks for a stop
 
 
 @contextlib.contextmanager
@@ -124,7 +125,9 @@ class Scripted:
             context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
             context.load_cert_chain(str(self.tls[0]), str(self.tls[1]))
             server.socket = context.wrap_socket(server.socket, server_side=True)
-        thread = threading.Thread(target=server.serve_forever, daemon=True)
+        # polled every 50 ms, not 500: `shutdown` waits for the next poll
+        thread = threading.Thread(target=server.serve_forever,
+                                  kwargs={"poll_interval": POLL}, daemon=True)
         thread.start()
         scheme = "https" if self.tls else "http"
         try:
