@@ -41,11 +41,11 @@ def add_commands(subs: SubParsers) -> None:
                       help="add the unsigned SAVE zone as save/ (explicit opt-in; whole-"
                       "container view of a cartridge only)")
     p.add_argument("-f", "--foreground", action="store_true", help="stay attached until unmounted")
-    p.add_argument("--backend", choices=backend.BACKENDS, default=backend.DEFAULT_BACKEND,
-                   help="FUSE library: libfuse2 through fusepy (default), libfuse3 through "
-                   "mfusepy (optional: pip install 'acxfs[fuse3]', apt-get install libfuse3-3; "
-                   "faster cold directory listings), or libfuse3-lowlevel (the same libraries; "
-                   "the kernel also keeps directory listings)")
+    p.add_argument("--backend", choices=backend.BACKENDS,
+                   help="FUSE library: libfuse3-lowlevel (the default where libfuse3 loads: "
+                   "optional, pip install 'acxfs[fuse3]', apt-get install libfuse3-3; the "
+                   "kernel keeps listings and verified pages), libfuse3 through mfusepy's "
+                   "high-level API, or libfuse2 through fusepy (the default without libfuse3)")
     p.add_argument("--log-file", metavar="PATH",
                    help="log refusals, tampering, start and stop (default: "
                    "$XDG_STATE_HOME/acxfs/acxfs.log); a regular file outside the mountpoint, "
@@ -67,7 +67,8 @@ def cmd_mount(args: argparse.Namespace) -> int:
     request = MountRequest(
         args.container, args.mountpoint, min_trust=args.min_trust, skill=args.skill,
         skills=args.skills, root_view=args.root_view, with_save=args.with_save,
-        foreground=args.foreground, backend=args.backend, log_file=args.log_file,
+        foreground=args.foreground, backend=args.backend or backend.preferred(),
+        log_file=args.log_file,
         inputs=[*args.registry, *args.trust_key])
     return mount_container(request, lambda: trust_of(args), say)
 

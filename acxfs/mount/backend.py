@@ -1,12 +1,13 @@
-"""Which FUSE binding serves a mount: fusepy over libfuse2 (the default), mfusepy over libfuse3,
-or acxfs's own binding of libfuse3's low-level API (`acxfs.mount.lowlevel`).
+"""Which FUSE binding serves a mount: acxfs's own binding of libfuse3's low-level API
+(`acxfs.mount.lowlevel`) where libfuse3 loads, else fusepy over libfuse2 (`DEFAULT_BACKEND`,
+the binding that is always there); mfusepy's high-level libfuse3 API when named.
 
 All call the same `acxfs.mount.operations.AcxOperations`; only the library and its options
 differ.  libfuse3 is optional (`pip install 'acxfs[fuse3]'` and Debian's `libfuse3-3`): over
 it directory listings carry each entry's attributes (READDIRPLUS), which halves cold `find` and
 `ls -lR` (docs/performance.md); through the low-level API the kernel also keeps directory
-listings and sends no open or release of a directory (what the library's daemon serves with
-wherever it loads).  `load` either returns a working `FUSE` class or raises
+listings and pages and sends no open or release (what `preferred` picks for `acxfs mount`
+and the library's daemon).  `load` either returns a working `FUSE` class or raises
 EnvironmentProblem naming what to install.
 """
 
@@ -124,9 +125,9 @@ def _with_readdirplus(mfusepy: Any) -> Any:
 
 
 def preferred() -> str:
-    """The backend the library's daemon serves with: libfuse3's low-level API where it loads
-    (the kernel then keeps entries, attributes, listings and file pages), else libfuse2.
-    ACXFS_FUSE_BACKEND names one instead."""
+    """The backend `acxfs mount` and the library's daemon serve with unless told: libfuse3's
+    low-level API where it loads (the kernel then keeps entries, attributes, listings and
+    file pages), else libfuse2.  ACXFS_FUSE_BACKEND names one instead."""
     named = os.environ.get("ACXFS_FUSE_BACKEND", "")
     if named in BACKENDS:
         return named

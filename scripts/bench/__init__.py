@@ -12,7 +12,12 @@ trees for fuse-zip, and measures in the same run:
                  sizes (the libfuse2 + Python floor for open, read and release), served
                  by libfuse's worker threads as acxfs is
     nullfs -s    the same, served by libfuse's single-threaded loop (-s)
-    acxfs        the same .acx mounted with acxfs (every byte verified)
+    acxfs        the same .acx mounted with acxfs over libfuse2 (every byte verified; the
+                 binding where libfuse3 is absent)
+    acxfs libfuse3, acxfs lowlevel
+                 the same through mfusepy's high-level libfuse3 API, and through acxfs's
+                 own binding of libfuse3's low-level API (`acxfs mount`'s default where
+                 libfuse3 loads)
 
 Workloads (a)-(f) and `acxfs verify`; a Markdown table of medians goes to
 stdout and every raw run to a JSON file.  Each cold run mounts afresh after dropping the page

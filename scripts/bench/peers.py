@@ -185,7 +185,11 @@ class DaemonPeer(Peer):
 
 
 class AcxfsPeer(DaemonPeer):
+    """`acxfs mount` through libfuse2 (fusepy): the binding where libfuse3 is absent; the
+    default elsewhere is the low-level peer's."""
+
     name = "acxfs"
+    backend = "libfuse2"
 
     def missing(self) -> str | None:
         if shutil.which("acxfs") is None:
@@ -193,7 +197,7 @@ class AcxfsPeer(DaemonPeer):
         return None
 
     def command(self, ds: Dataset, mountpoint: Path) -> list[str]:
-        return [tool("acxfs"), "mount", str(ds.acx), str(mountpoint)]
+        return [tool("acxfs"), "mount", str(ds.acx), str(mountpoint), "--backend", self.backend]
 
     def _unmount(self, mount: Mount) -> None:
         subprocess.run([tool("acxfs"), "umount", str(mount.root)], env=self.ctx.env,
@@ -202,6 +206,8 @@ class AcxfsPeer(DaemonPeer):
 
 
 class AcxfsFuse3Peer(AcxfsPeer):
+    """`acxfs mount --backend libfuse3` (mfusepy's high-level API)."""
+
     name = "acxfs libfuse3"
     backend = "libfuse3"
 
@@ -216,11 +222,10 @@ class AcxfsFuse3Peer(AcxfsPeer):
                       "apt-get install libfuse3-3)")
         return reason
 
-    def command(self, ds: Dataset, mountpoint: Path) -> list[str]:
-        return [*super().command(ds, mountpoint), "--backend", self.backend]
-
 
 class AcxfsLowLevelPeer(AcxfsFuse3Peer):
+    """`acxfs mount` where libfuse3 loads: its own binding of libfuse3's low-level API."""
+
     name = "acxfs lowlevel"
     backend = "libfuse3-lowlevel"
 
