@@ -16,6 +16,7 @@ of an index, a repository or an OCI registry parse what it returns.
 from __future__ import annotations
 
 import datetime as dt
+import hashlib
 import os
 import urllib.parse
 from collections.abc import Callable, Mapping
@@ -175,6 +176,10 @@ class Http:
         assert self.revalidator is not None
         bound = MIB if limit is None else limit
         accept = headers.get("Accept", "")
+        credential = next((value for name, value in {**self.headers, **headers}.items()
+                           if name.lower() == "authorization"), "")
+        if credential:  # one login's body is never another's (kept as its digest only)
+            accept += "\ncredential sha256:" + hashlib.sha256(credential.encode()).hexdigest()
         cached = self.revalidator.get(url, accept, bound)
         asked = {**headers, **(cached.validators() if cached else {})}
         answer = self._once("GET", url, asked, None, bound, None, None, what, url)

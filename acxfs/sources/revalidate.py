@@ -1,7 +1,8 @@
 """Conditional GETs: what a server answered last time, kept so that an unchanged index,
 ledger, feed, tag list or manifest costs a `304 Not Modified` and no body.
 
-Invariant: an entry holds a body a server sent with `200` for one URL (and one `Accept`),
+Invariant: an entry holds a body a server sent with `200` for one URL (and one `Accept`, and
+one credential: the sha256 of the request's `Authorization`, never the credential itself),
 within the bound of the request that read it, with the validators the server gave for it
 (`ETag`, else a `Last-Modified` at least a second older than the answer's `Date`,
 which the body cannot have outrun); it is handed back only when that server answers `304` to

@@ -58,4 +58,30 @@ def test_a_token_is_asked_unconditionally_and_a_manifest_conditionally(
             http = Http(timeout=5, revalidator=Revalidator(tmp_path / "cache"))
             assert Repository(ref, http).manifest("1.0.0") == MANIFEST
     assert registry.asked("/token") == [None, None]
-    assert registry.asked("/v2/") == [None, None, '"manifest-1"', '"manifest-1"']
+    # Each command asks without a token first (the 401 challenge), then with it: only the
+    # request with the same token carries the validator of the body that token was sent.
+    assert registry.asked("/v2/") == [None, None, None, '"manifest-1"']
+
+
+def test_a_body_kept_for_one_login_never_answers_another(tmp_path: Path) -> None:
+    """Two logins ask one URL, whose every answer carries the same ETag: the second login's
+    request carries no validator of the first's body, so it gets its own body, never a `304`
+    that would hand it the first login's."""
+    bodies = {"Bearer alice": b'{"for": "alice"}', "Bearer bob": b'{"for": "bob"}'}
+
+    def route(path: str) -> Reply:
+        asked = server.requests[-1].headers
+        body = bodies.get(asked.get("Authorization", ""), b"{}")
+        return TokenRegistry.tagged(body, '"same-etag"', asked)
+
+    server = Scripted(route)
+    with server.running() as base:
+        for login in ("Bearer alice", "Bearer bob", "Bearer alice", "Bearer bob"):
+            http = Http(timeout=5, revalidator=Revalidator(tmp_path / "cache"),
+                        headers={"Authorization": login})
+            answer = http.request("GET", f"{base}index.json", revalidate=True)
+            assert answer.body == bodies[login]
+    assert [r.headers.get("If-None-Match") for r in server.requests] == [
+        None, None, '"same-etag"', '"same-etag"']
+    kept = [p.read_bytes() for p in (tmp_path / "cache").iterdir()]
+    assert len(kept) == 2 and not any(b"Bearer" in entry for entry in kept)
