@@ -8,7 +8,8 @@ file whose bytes hash to its name and that passes its check against the trust st
 identity, version and skills read from its signed facts, as `add` reads them), and a link
 that is provably acxfs's: a symbolic link in an agent directory of this home, named like a
 skill of such a store file and aimed exactly at that skill's path in the library's
-mountpoint.  Links are changed only through one journalled intent, as every other change.
+mountpoint (or at the path an earlier acxfs served it at, re-pointed then).  Links are
+changed only through one journalled intent, as every other change.
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ from acxfs.library.links.agent_links import Link
 from acxfs.library.links.agents import AGENTS
 from acxfs.library.manager import Library
 from acxfs.library.serving.control import ControlClient
+from acxfs.library.store.served_names import earlier_path
 from acxfs.library.store.state import (
     Floor,
     Installed,
@@ -215,6 +217,8 @@ def _provable_links(library: Library, found: list[Revision]) -> list[tuple[Link,
     the revision it serves."""
     mnt = library.paths.mnt
     expected = {(skill, target(mnt, rev, skill)): rev for rev in found for skill in rev.skills}
+    expected |= {(skill, str(mnt / earlier_path(rev.identity, rev.version, rev.digest) / skill)):
+                 rev for rev in found for skill in rev.skills}
     links: list[tuple[Link, Revision]] = []
     for directory in _agent_directories(library.home):
         try:
@@ -295,7 +299,7 @@ def _rebuild(library: Library, found: list[Revision], old: LibraryState | None,
             if link.directory not in item.directories:
                 item.directories.append(link.directory)
             now = Link(link.directory, link.name, target(library.paths.mnt, current, link.name))
-            if rev is current:
+            if rev is current and link.target == now.target:
                 item.links.append(link)
             elif link.name in current.skills:
                 rebuilt.repoint.append((link, now))

@@ -24,3 +24,9 @@ def served_name(identity: str, version: str, digest: str) -> str:
     """Where the store file with sha256 `digest` (hex) of `identity` at `version` is served."""
     readable = f"{identity.replace('/', '+')}@{version}-{digest[:DIGEST_SHOWN]}"
     return readable if len(readable.encode()) <= NAME_MAX else digest
+
+
+def earlier_path(identity: str, version: str, digest: str) -> str:
+    """Where an earlier acxfs served that store file (`<identity>/<version>-<digest12>`, nested
+    below the mountpoint): only to recognise the links it made, never to serve."""
+    return f"{identity}/{version}-{digest[:DIGEST_SHOWN]}"
