@@ -1,7 +1,8 @@
-"""A refresh round reads its sources without holding the library's lock: while a round waits
-on a source that accepts the connection and never answers, `acxfs list` and `acxfs add` of a
-local cartridge finish (each given 30 s by the harness; the stalled round may wait 120 s),
-and the round, once the source hangs up, records the failure without undoing the add.
+"""A refresh round, and `acxfs update`, read their sources without holding the library's
+lock: while one waits on a source that accepts the connection and never answers, `acxfs list`
+and `acxfs add` of a local cartridge finish (each given 30 s by the harness; the stalled
+command may wait 120 s), and the round, once the source hangs up, records the failure
+without undoing the add.
 """
 
 from __future__ import annotations
@@ -97,3 +98,35 @@ def test_list_and_add_finish_while_a_round_waits_on_a_silent_source(tmp_path: Pa
         assert "Traceback" not in err
         assert str(bundle(one)["checkError"]).startswith("unreachable:")
         assert bundle(one, f"{PUBLISHER}/notes")["version"] == "1.0.0"
+
+
+@pytest.mark.parametrize("check", [["--check"], []], ids=["update --check", "update"])
+def test_list_and_add_finish_while_an_update_waits_on_a_silent_source(
+        tmp_path: Path, check: list[str]) -> None:
+    root = tmp_path / "registry"
+    with machines(tmp_path, "one") as (one,):
+        carts = releases(one, tmp_path, "1.0.0")
+        notes = pack(one, tmp_path / "notes", "notes", "1.0.0", "notes-skill")
+        publish(root, [carts["1.0.0"]], status=[], at=T1)
+        with static_server(root) as base:
+            one.ok("trust", "add", carts["1.0.0"].file)
+            one.ok("add", NAME, "--from", base)
+        port = int(urllib.parse.urlsplit(base).port or 0)
+        with silent(port) as source:
+            stalled = subprocess.Popen([*acxfs_command(), "update", *check, "--timeout",
+                                        str(STALL)], env=one.env, stdout=subprocess.PIPE,
+                                       stderr=subprocess.PIPE, text=True)
+            try:
+                wait_until("the update asks the silent source", lambda: bool(source.held))
+                listed = acxfs("list", "--json", env=one.env, timeout=HARNESS)
+                assert listed.returncode == 0, listed
+                added = acxfs("add", notes, env=one.env, timeout=HARNESS)
+                assert added.returncode == 0, added
+                assert stalled.poll() is None, "the update was to wait on the source"
+            finally:
+                source.hang_up()
+                out, err = stalled.communicate(timeout=60)
+        assert stalled.returncode == 2 and "Traceback" not in err, (out, err)
+        assert err.startswith("acxfs: error: ") and len(err.splitlines()) == 1, err
+        assert bundle(one, f"{PUBLISHER}/notes")["version"] == "1.0.0"
+        assert bundle(one)["version"] == "1.0.0" and bundle(one)["served"] is True

@@ -21,7 +21,7 @@ from acxfs.errors import RefusedError
 from acxfs.library.changes import journal
 from acxfs.library.changes.plan import Plan
 from acxfs.library.manager import Library
-from acxfs.library.store.state import LibraryState, Revision
+from acxfs.library.store.state import Installed, LibraryState, Revision
 from acxfs.library.updates.remote import Fetch, Options, Sources
 from acxfs.sources.oci.source import OciSource, follow_of, split_coordinate
 from acxfs.text import printable
@@ -32,6 +32,7 @@ class Work:
     updates: list[tuple[str, str, str, str]] = field(default_factory=list)  # id, from, to, source
     asks: dict[str, str] = field(default_factory=dict)  # identity -> what to ask, if not `to`
     pulled: dict[str, str] = field(default_factory=dict)  # identity -> why it is not served
+    surveyed: dict[str, str] = field(default_factory=dict)  # identity -> digest looked up
     reader: Sources | None = None
 
     @property
@@ -69,33 +70,39 @@ def look(client: sources.Client, rev: Revision, same_source: bool) -> Finding:
 
 def survey(library: Library, names: list[str], source: str | None, options: Options,
            warn_only: bool) -> Work:
-    """What `update` would do (under the lock, changing nothing)."""
+    """What `update` would do, changing nothing: the library is read under its lock, the
+    sources after it is let go (a source that stalls holds up no other command; what is
+    changed later is worked out again under the lock, from the state then)."""
     with journal.locked(library.paths):
         library.recover()
         state = library.state()
         identities = [library.resolve(state, n) for n in names] if names else sorted(
             i for i, item in state.installed.items() if item.current.source)
-        reader = Sources(options, state, cache=library.paths.http_cache)
-        work = Work(reader=reader)
+        asked: list[tuple[str, Installed, str]] = []
         for identity in dict.fromkeys(identities):
             item = state.installed[identity]
-            rev = item.current
-            where = source or rev.source
+            where = source or item.current.source
             if where is None:
                 raise RefusedError(f"{identity} was installed from a file, not a source; "
                                    "name one with --from SOURCE, or: acxfs update FILE")
-            client = reader.client(where, identity)
-            found = look(client, rev, where == rev.source)
-            if found.newer is not None:
-                shown, ask = found.newer
-                work.updates.append((identity, rev.version, shown, client.spec.key))
-                if ask != shown:
-                    work.asks[identity] = ask
-            elif found.pulled is not None and item.withdrawn is None:
-                if warn_only:
-                    library.note(printable(f"acxfs: warning: {found.pulled}"))
-                else:
-                    work.pulled[identity] = found.pulled
+            asked.append((identity, item, where))
+    reader = Sources(options, state, cache=library.paths.http_cache)
+    work = Work(reader=reader)
+    for identity, item, where in asked:
+        rev = item.current
+        work.surveyed[identity] = rev.digest
+        client = reader.client(where, identity)
+        found = look(client, rev, where == rev.source)
+        if found.newer is not None:
+            shown, ask = found.newer
+            work.updates.append((identity, rev.version, shown, client.spec.key))
+            if ask != shown:
+                work.asks[identity] = ask
+        elif found.pulled is not None and item.withdrawn is None:
+            if warn_only:
+                library.note(printable(f"acxfs: warning: {found.pulled}"))
+            else:
+                work.pulled[identity] = found.pulled
     return work
 
 
@@ -148,7 +155,8 @@ def update(library: Library, names: list[str], source: str | None, options: Opti
 
         def unlink(state: LibraryState, plan: Plan) -> None:
             for identity, why in work.pulled.items():
-                if identity in plan.after.installed:
+                now = plan.after.installed.get(identity)
+                if now is not None and now.current.digest == work.surveyed[identity]:
                     plan.suspend(identity)
                     plan.after.installed[identity].withdrawn = why
             reader.record(plan.after, {})
