@@ -16,7 +16,6 @@ of an index, a repository or an OCI registry parse what it returns.
 from __future__ import annotations
 
 import datetime as dt
-import hashlib
 import os
 import urllib.parse
 from collections.abc import Callable, Mapping
@@ -178,9 +177,7 @@ class Http:
         accept = headers.get("Accept", "")
         credential = next((value for name, value in {**self.headers, **headers}.items()
                            if name.lower() == "authorization"), "")
-        if credential:  # one login's body is never another's (kept as its digest only)
-            accept += "\ncredential sha256:" + hashlib.sha256(credential.encode()).hexdigest()
-        cached = self.revalidator.get(url, accept, bound)
+        cached = self.revalidator.get(url, accept, bound, credential)
         asked = {**headers, **(cached.validators() if cached else {})}
         answer = self._once("GET", url, asked, None, bound, None, None, what, url)
         if answer.status == 304 and cached is not None:
@@ -198,7 +195,7 @@ class Http:
         if answer.status == 200:
             self.revalidator.put(url, accept, Cached(
                 answer.body, answer.header("ETag"), settled_modified(answer),
-                answer.header("Content-Type")))
+                answer.header("Content-Type")), credential)
         return answer
 
     def _once(self, method: str, url: str, headers: Mapping[str, str],

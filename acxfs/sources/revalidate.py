@@ -54,30 +54,39 @@ class Revalidator:
 
     directory: Path
 
-    def _name(self, url: str, accept: str) -> str:
-        return hashlib.sha256(f"{url}\n{accept}".encode()).hexdigest()
+    @staticmethod
+    def _key(url: str, accept: str, credential: str) -> tuple[str, str]:
+        """The entry's file name, and what it records of `credential` (its sha256, "" for
+        none: an entry asked without one keeps the name it always had)."""
+        if not credential:
+            return hashlib.sha256(f"{url}\n{accept}".encode()).hexdigest(), ""
+        digest = "sha256:" + hashlib.sha256(credential.encode()).hexdigest()
+        return hashlib.sha256(f"{url}\n{accept}\n{digest}".encode()).hexdigest(), digest
 
-    def get(self, url: str, accept: str, limit: int) -> Cached | None:
-        """The entry for `url` (None: a miss, however the entry is broken)."""
+    def get(self, url: str, accept: str, limit: int, credential: str = "") -> Cached | None:
+        """The entry for `url` asked with `credential` (the request's `Authorization`; None:
+        a miss, however the entry is broken)."""
         try:
             fd = safe_dirs.open_dir(self.directory)
         except (OSError, AcxfsError):
             return None
         try:
             with contextlib.suppress(OSError, ValueError, UnicodeDecodeError):
-                return self._read(fd, self._name(url, accept), url, accept, limit)
+                return self._read(fd, url, accept, credential, limit)
         finally:
             os.close(fd)
         return None
 
-    def _read(self, fd: int, name: str, url: str, accept: str, limit: int) -> Cached | None:
+    def _read(self, fd: int, url: str, accept: str, credential: str,
+              limit: int) -> Cached | None:
+        name, asker = self._key(url, accept, credential)
         entry = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=fd)
         with os.fdopen(entry, "rb") as handle:
             header = json.loads(handle.readline(HEADER_LIMIT).decode("utf-8"))
             body = handle.read(limit + 1)
         if not isinstance(header, dict) or header.get("url") != url or \
-                header.get("accept") != accept or len(body) > limit or \
-                header.get("bytes") != len(body):
+                header.get("accept") != accept or header.get("credential", "") != asker or \
+                len(body) > limit or header.get("bytes") != len(body):
             return None
         fields = [header.get(k) for k in ("etag", "lastModified", "contentType")]
         if not all(f is None or isinstance(f, str) for f in fields):
@@ -85,14 +94,16 @@ class Revalidator:
         etag, modified, kind = (f if isinstance(f, str) else None for f in fields)
         return Cached(body, etag, modified, kind)
 
-    def put(self, url: str, accept: str, cached: Cached) -> None:
-        """Keep `cached` for `url` (best effort: a cache that cannot be written is no cache)."""
+    def put(self, url: str, accept: str, cached: Cached, credential: str = "") -> None:
+        """Keep `cached` for `url` asked with `credential` (best effort: a cache that cannot
+        be written is no cache)."""
         if not cached.validators():
             return
-        header = {"url": url, "accept": accept, "etag": cached.etag,
+        name, asker = self._key(url, accept, credential)
+        header = {"url": url, "accept": accept, "credential": asker, "etag": cached.etag,
                   "lastModified": cached.last_modified, "contentType": cached.content_type,
                   "bytes": len(cached.body)}
         data = json.dumps(header, sort_keys=True).encode() + b"\n" + cached.body
         with contextlib.suppress(OSError, ValueError, AcxfsError), \
                 ownership.make_dirs(self.directory, 0o700) as made:
-            safe_files.replace_file_at(made.fd, self._name(url, accept), data, 0o600)
+            safe_files.replace_file_at(made.fd, name, data, 0o600)
