@@ -33,6 +33,7 @@ from acxfs.library.serving import daemon
 from acxfs.library.serving.control import ControlClient
 from acxfs.library.store import owners, versions
 from acxfs.library.store.bundles import Checked, import_bundle, untrusted
+from acxfs.library.store.served_names import is_served_name
 from acxfs.library.store.state import LibraryState, Revision, load_state
 from acxfs.paths import LibraryPaths, library_paths, trust_dir
 from acxfs.paths import home as user_home
@@ -395,7 +396,7 @@ class Library:
         served = status.get("served")
         refused = status.get("refused")
         assert isinstance(served, dict) and isinstance(refused, dict)
-        if any("/" in name for name in served):  # nested paths: an earlier acxfs's daemon
+        if not all(is_served_name(name) for name in served):  # an earlier acxfs's daemon
             self.note("acxfs: note: the library daemon was started by an earlier acxfs; "
                       "links change once it is restarted: acxfs down && acxfs up")
             return

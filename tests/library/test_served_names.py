@@ -7,7 +7,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from acxfs.container import SEGMENT_RE
-from acxfs.library.store.served_names import NAME_MAX, served_name
+from acxfs.library.store.served_names import NAME_MAX, earlier_path, is_served_name, served_name
 
 SEGMENT = st.from_regex(SEGMENT_RE, fullmatch=True)
 IDENTITY = st.one_of(SEGMENT, st.tuples(SEGMENT, SEGMENT).map("/".join))
@@ -33,6 +33,7 @@ def test_a_name_too_long_for_a_file_name_is_the_whole_digest() -> None:
 def test_a_served_name_is_one_path_component(identity: str, version: str, digest: str) -> None:
     name = served_name(identity, version, digest)
     assert "/" not in name and name not in (".", "..") and len(name.encode()) <= NAME_MAX
+    assert is_served_name(name) and not is_served_name(earlier_path(identity, version, digest))
 
 
 @given(NARROW_IDENTITY, NARROW, NARROW_DIGEST, NARROW_IDENTITY, NARROW, NARROW_DIGEST)

@@ -26,6 +26,12 @@ def served_name(identity: str, version: str, digest: str) -> str:
     return readable if len(readable.encode()) <= NAME_MAX else digest
 
 
+def is_served_name(name: str) -> bool:
+    """Whether a daemon serves under `name` as this module names revisions (one component),
+    not under an earlier acxfs's nested path."""
+    return "/" not in name
+
+
 def earlier_path(identity: str, version: str, digest: str) -> str:
     """Where an earlier acxfs served that store file (`<identity>/<version>-<digest12>`, nested
     below the mountpoint): only to recognise the links it made, never to serve."""
