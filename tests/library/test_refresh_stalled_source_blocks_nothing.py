@@ -19,10 +19,11 @@ import pytest
 
 from scripts.mounting import acxfs, acxfs_command
 from tests.support.freshness import NAME, bundle, publish, releases, wait_until
-from tests.support.projects import PUBLISHER, machines, pack
+from tests.support.projects import PUBLISHER, Machine, machines, pack
 from tests.support.servers import static_server
 
 pytestmark = [pytest.mark.fuse, pytest.mark.slow]
+Ended = subprocess.CompletedProcess[str]  # how the stalled command ended
 
 T1 = "2026-11-20T00:00:00.000Z"
 HARNESS = 30.0  # seconds the harness gives each command run during the stall
@@ -70,7 +71,12 @@ def silent(port: int) -> Iterator[Silent]:
         server.hang_up()
 
 
-def test_list_and_add_finish_while_a_round_waits_on_a_silent_source(tmp_path: Path) -> None:
+@contextlib.contextmanager
+def beside_a_silent_source(tmp_path: Path, *command: str) -> Iterator[tuple[Machine, Ended]]:
+    """A library with one bundle from a registry, whose port then goes silent; `acxfs
+    COMMAND --timeout STALL` run against it, and while it waits on the source, `list` and
+    `add` of a local cartridge run and must finish. Yields the machine and how the command
+    ended once the source hung up."""
     root = tmp_path / "registry"
     with machines(tmp_path, "one") as (one,):
         carts = releases(one, tmp_path, "1.0.0")
@@ -81,21 +87,27 @@ def test_list_and_add_finish_while_a_round_waits_on_a_silent_source(tmp_path: Pa
             one.ok("add", NAME, "--from", base)  # the daemon's own timer: 1 h away
         port = int(urllib.parse.urlsplit(base).port or 0)
         with silent(port) as source:
-            stalled = subprocess.Popen([*acxfs_command(), "refresh", "--timeout", str(STALL)],
+            stalled = subprocess.Popen([*acxfs_command(), *command, "--timeout", str(STALL)],
                                        env=one.env, stdout=subprocess.PIPE,
                                        stderr=subprocess.PIPE, text=True)
             try:
-                wait_until("the round asks the silent source", lambda: bool(source.held))
+                wait_until(f"acxfs {command[0]} asks the silent source",
+                           lambda: bool(source.held))
                 listed = acxfs("list", "--json", env=one.env, timeout=HARNESS)
                 assert listed.returncode == 0, listed
                 added = acxfs("add", notes, env=one.env, timeout=HARNESS)
                 assert added.returncode == 0, added
-                assert stalled.poll() is None, "the round was to wait on the source"
+                assert stalled.poll() is None, f"acxfs {command[0]} was to wait on the source"
             finally:
                 source.hang_up()
                 out, err = stalled.communicate(timeout=60)
-        assert stalled.returncode == 0, (out, err)
-        assert "Traceback" not in err
+        yield one, subprocess.CompletedProcess(stalled.args, stalled.returncode, out, err)
+
+
+def test_list_and_add_finish_while_a_round_waits_on_a_silent_source(tmp_path: Path) -> None:
+    with beside_a_silent_source(tmp_path, "refresh") as (one, stalled):
+        assert stalled.returncode == 0, stalled
+        assert "Traceback" not in stalled.stderr
         assert str(bundle(one)["checkError"]).startswith("unreachable:")
         assert bundle(one, f"{PUBLISHER}/notes")["version"] == "1.0.0"
 
@@ -103,30 +115,9 @@ def test_list_and_add_finish_while_a_round_waits_on_a_silent_source(tmp_path: Pa
 @pytest.mark.parametrize("check", [["--check"], []], ids=["update --check", "update"])
 def test_list_and_add_finish_while_an_update_waits_on_a_silent_source(
         tmp_path: Path, check: list[str]) -> None:
-    root = tmp_path / "registry"
-    with machines(tmp_path, "one") as (one,):
-        carts = releases(one, tmp_path, "1.0.0")
-        notes = pack(one, tmp_path / "notes", "notes", "1.0.0", "notes-skill")
-        publish(root, [carts["1.0.0"]], status=[], at=T1)
-        with static_server(root) as base:
-            one.ok("trust", "add", carts["1.0.0"].file)
-            one.ok("add", NAME, "--from", base)
-        port = int(urllib.parse.urlsplit(base).port or 0)
-        with silent(port) as source:
-            stalled = subprocess.Popen([*acxfs_command(), "update", *check, "--timeout",
-                                        str(STALL)], env=one.env, stdout=subprocess.PIPE,
-                                       stderr=subprocess.PIPE, text=True)
-            try:
-                wait_until("the update asks the silent source", lambda: bool(source.held))
-                listed = acxfs("list", "--json", env=one.env, timeout=HARNESS)
-                assert listed.returncode == 0, listed
-                added = acxfs("add", notes, env=one.env, timeout=HARNESS)
-                assert added.returncode == 0, added
-                assert stalled.poll() is None, "the update was to wait on the source"
-            finally:
-                source.hang_up()
-                out, err = stalled.communicate(timeout=60)
-        assert stalled.returncode == 2 and "Traceback" not in err, (out, err)
+    with beside_a_silent_source(tmp_path, "update", *check) as (one, stalled):
+        assert stalled.returncode == 2 and "Traceback" not in stalled.stderr, stalled
+        err = stalled.stderr
         assert err.startswith("acxfs: error: ") and len(err.splitlines()) == 1, err
         assert bundle(one, f"{PUBLISHER}/notes")["version"] == "1.0.0"
         assert bundle(one)["version"] == "1.0.0" and bundle(one)["served"] is True
