@@ -15,7 +15,6 @@ start must list all N skills; the table gives medians and each layout over the p
 from __future__ import annotations
 
 import argparse
-import functools
 import os
 import shutil
 import statistics
@@ -25,10 +24,8 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from scripts.agent_runs import runs
-from scripts.agent_runs.mocks import ResponsesMock
-from scripts.agent_runs.skill_lists import codex_skills_in
 from scripts.bench_library.bundles import skill_files
-from scripts.bench_library.startup import _first_request
+from scripts.bench_library.startup import AGENTS
 
 DIGEST = "0123456789ab"
 HOME_MNT = Path(".local", "share", "acxfs", "mnt")  # under the home, as the library's
@@ -76,8 +73,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if problem:
         print(f"link_layouts: Codex cannot run here: {problem}", file=sys.stderr)
         return 2
-    start = functools.partial(_first_request, ResponsesMock, runs.start_codex,
-                              codex_skills_in, "Codex")
+    start = next(agent for agent in AGENTS if agent.slug == "codex").run
     root = Path(tempfile.mkdtemp(prefix="acxfs-links-"))
     try:
         homes = lay_out(root, args.skills)
