@@ -33,8 +33,12 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         epilog="example:\n  python3 -m scripts.bench --quick --json bench-out/quick.json",
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    parser.add_argument("--quick", action="store_true",
-                        help="small sizes and few repetitions (CI smoke test, < 3 minutes)")
+    scale = parser.add_mutually_exclusive_group()
+    scale.add_argument("--quick", action="store_true",
+                       help="small sizes and few repetitions (CI smoke test, < 3 minutes)")
+    scale.add_argument("--goal-sizes", action="store_true",
+                       help="the sizes the goals name: a 5k-file mount, 5k small files, "
+                       "a 64 MiB file (3/3 repetitions)")
     parser.add_argument("--json", default="bench-out/bench.json", metavar="PATH",
                         help="where to write every run as JSON (default: bench-out/bench.json)")
     parser.add_argument("--work", default="bench-out/work", metavar="DIR",

@@ -34,7 +34,7 @@ def render(ctx: Context, peers: list[Peer], targets: list[Target], elapsed: floa
     cfg = ctx.cfg
     names = [p.name for p in peers]
     lines = [
-        f"## acxfs benchmark ({'quick' if cfg.quick else 'full'} run, "
+        f"## acxfs benchmark ({cfg.scale} run, "
         f"{datetime_now()}, {elapsed / 60:.1f} min)",
         "",
         f"Medians of {cfg.cold_reps} cold run(s) (fresh mount each; {ctx.drop_note}) and "

@@ -4,9 +4,11 @@ path cost an agent by themselves, with no FUSE at all.
 N skills (the library bench's own) are laid out as plain directories in several ways under one
 temporary root: as plain copies in the agent's directory, and as copies elsewhere behind one
 link per skill in it, at real paths of several depths (the library's nested layout of old, its
-layout now, a skill straight below a short path). Codex starts warm against each, interleaved
-round by round (one unmeasured start each first), headless against the loopback mock, and every
-start must list all N skills; the table gives medians and each layout over the plain copies.
+layout now, a skill straight below a short path), and as copies in a directory elsewhere that
+the agent's skills directory itself links to (one link for all). Codex starts warm against
+each, interleaved round by round (one unmeasured start each first), headless against the
+loopback mock, and every start must list all N skills; the table gives medians and each layout
+over the plain copies.
 
     python3 -m scripts.bench_library.link_layouts              # 200 skills, 9 rounds
     python3 -m scripts.bench_library.link_layouts --skills 50 --rounds 5
@@ -29,6 +31,7 @@ from scripts.bench_library.startup import AGENTS
 
 DIGEST = "0123456789ab"
 HOME_MNT = Path(".local", "share", "acxfs", "mnt")  # under the home, as the library's
+WHOLE = "one link, ~/.agents/skills -> mnt/<view>/"  # the skills directory itself is the link
 LAYOUTS: dict[str, tuple[Callable[[str], str], bool] | None] = {  # real path, under home?
     "plain copies": None,
     "links, mnt/<publisher>/<id>/<version>-<digest>/<skill>": (
@@ -36,6 +39,7 @@ LAYOUTS: dict[str, tuple[Callable[[str], str], bool] | None] = {  # real path, u
     "links, mnt/<publisher>+<id>@<version>-<digest>/<skill>": (
         lambda s: f"io.github.bench+{s}@1.0.0-{DIGEST}/{s}", True),
     "links, <short path>/<skill>": (lambda s: s, False),
+    WHOLE: None,
 }
 
 
@@ -45,7 +49,12 @@ def lay_out(root: Path, n: int) -> dict[str, Path]:
     for index, (name, how) in enumerate(LAYOUTS.items()):
         home = root / str(index) / "home"
         skills = home / ".agents" / "skills"
-        skills.mkdir(parents=True)
+        if name == WHOLE:
+            (home / HOME_MNT / "@view").mkdir(parents=True)
+            skills.parent.mkdir()
+            os.symlink(home / HOME_MNT / "@view", skills)
+        else:
+            skills.mkdir(parents=True)
         for number in range(1, n + 1):
             skill = f"bench-skill-{number:04d}"
             if how is None:
