@@ -5,7 +5,8 @@ verified metadata (paths, kinds, sizes, signed digests) and its only byte API, `
 `read`, returns bytes whose sha256 matched the entry's digest (through `acxfs.content.cache`).
 No public method hands out stored bytes.  `Report` is a format's non-raising check result
 and `Identity` the signed facts that name a bundle.  This module imports nothing from
-`acxfs.formats` or `acxfs.content.cache`, so every format and every consumer can import it.
+`acxfs.formats` or `acxfs.content.cache`, so every format and every consumer can import it
+(and the formats' names, `FORMAT_NAMES`, without loading a format).
 """
 
 from __future__ import annotations
@@ -20,6 +21,10 @@ from acxfs.verdict import Verdict
 
 SEGMENT_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
 """The spec's path-segment rule: a name that is safe as one path segment anywhere."""
+
+FORMAT_NAMES = ("acx", "azp")
+"""The name of each row of `acxfs.formats.FORMATS`, in its order (a store file's suffix, a
+lock's `format`), for the code that reads such a name without loading the formats."""
 
 Codec = Literal["sqlar", "stored", "deflate"]
 """How stored bytes become file bytes: sqlar auto-detection, as is, or raw DEFLATE."""

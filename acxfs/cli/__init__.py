@@ -37,7 +37,9 @@ if TYPE_CHECKING:
         publish_cmds,
         read_cmds,
         refresh_cmds,
+        repair_cmds,
         service_cmds,
+        status_cmds,
         trust_cmds,
     )
 
@@ -47,9 +49,10 @@ COMMANDS: dict[str, tuple[str, ...]] = {
     "pack_cmds": ("keygen", "pack"),
     "publish_cmds": ("push", "publish", "withdraw"),
     "trust_cmds": ("trust",),
-    "mount_cmds": ("mount", "umount", "status"),
-    "library_cmds": ("add", "update", "revert", "list", "remove", "up", "sync", "down",
-                     "repair"),
+    "mount_cmds": ("mount", "umount"),
+    "status_cmds": ("status",),
+    "library_cmds": ("add", "update", "revert", "list", "remove", "up", "sync", "down"),
+    "repair_cmds": ("repair",),
     "refresh_cmds": ("refresh",),
     "service_cmds": ("service",),
     "completion": ("completion",),  # it reads the whole parser: it needs every module

@@ -1,4 +1,4 @@
-"""What every `acxfs` command shares: options, opening a container, messages and exit codes.
+"""What every `acxfs` command shares: options, the trust store, messages and exit codes.
 
 Invariant: a command's failure reaches the user as one line on stderr (`acxfs: error: ...`,
 or the spec's verdict line and what to do next) and one exit code from `EXIT_*` or the
@@ -14,12 +14,9 @@ import errno
 import os
 import sys
 from collections.abc import Callable
-from typing import NoReturn, TypeAlias
+from typing import TYPE_CHECKING, NoReturn, TypeAlias
 
-from acxfs import formats
 from acxfs.cli import output
-from acxfs.container import Source
-from acxfs.content.cache import process_cache
 from acxfs.errors import (
     AcxfsError,
     EnvironmentProblem,
@@ -30,7 +27,9 @@ from acxfs.errors import (
 from acxfs.text import printable
 from acxfs.trust.policy import TrustContext
 from acxfs.trust.store import load_trust
-from acxfs.verdict import Verdict
+
+if TYPE_CHECKING:
+    from acxfs.verdict import Verdict
 
 Handler = Callable[[argparse.Namespace], int]
 SubParsers: TypeAlias = "argparse._SubParsersAction[argparse.ArgumentParser]"
@@ -89,16 +88,6 @@ def policy_options(parser: argparse.ArgumentParser) -> None:
 def trust_of(args: argparse.Namespace) -> TrustContext:
     """The trust store plus the registries and keys named by `trust_options`."""
     return load_trust(args.registry, args.trust_key)
-
-
-def open_container(args: argparse.Namespace) -> Source:
-    """The source of `args.container` if it meets `args.min_trust`, reading through a new
-    process's content store; a verdict below verified is said on stderr."""
-    source, report = formats.open_source(args.container, trust_of(args), process_cache(),
-                                          min_trust=args.min_trust)
-    if report.verdict.status != "verified":
-        say(f"acxfs: warning: {report.verdict.line}")
-    return source
 
 
 def say(message: str) -> None:

@@ -1,31 +1,36 @@
-"""`acxfs add`, `update`, `revert`, `remove`, `list`, `sync`, `up`, `down` and `repair`: the
-skills library and its projects.
+"""`acxfs add`, `update`, `revert`, `remove`, `list`, `sync`, `up` and `down`: the skills
+library and its projects.
 
 Invariant: each command parses its arguments, makes one call into `acxfs.library`, and prints
-what it returns; nothing here touches the store, the links or the daemon itself.
+what it returns; nothing here touches the store, the links or the daemon itself.  What only
+some command lines reach is imported by the helper that reaches it: the projects (`--project`,
+`sync`: `_projects`) and the sources (`--from`, `oci://`, `update`: `_options`, `_fetch`,
+`cmd_update`), so that `add` of a file, `list`, `remove`, `up` and `down` load neither
+(`tests/cli/test_library_commands_load_what_they_use.py`).
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+from typing import TYPE_CHECKING
 
 from acxfs.cli.common import SubParsers, add_command, say
 from acxfs.cli.output import emit
 from acxfs.errors import EnvironmentProblem
 from acxfs.library.links.agents import agent_names, help_table
 from acxfs.library.manager import Library
-from acxfs.library.projects.lock_sources import is_registry
-from acxfs.library.projects.project import Projects
-from acxfs.library.repair import repair
 from acxfs.library.report import describe_library, render_library
 from acxfs.library.store.state import UPDATE_MODES
-from acxfs.library.updates import remote, updates
 from acxfs.paths import trust_dir
 from acxfs.sources.http import DEFAULT_TIMEOUT
 from acxfs.sources.oci.reference import is_oci, parse_ref
 from acxfs.sources.policy import load_policy
-from acxfs.sources.spec import normalise
+from acxfs.sources.spec import is_registry, normalise
+
+if TYPE_CHECKING:
+    from acxfs.library.projects.project import Projects
+    from acxfs.library.updates import remote
 
 _PROJECT_HELP = ("the project directory DIR instead of the user library: links in "
                  "DIR/.agents/skills and DIR/.claude/skills, entries in DIR/acxfs.lock")
@@ -133,9 +138,6 @@ def add_commands(subs: SubParsers) -> None:
                    help="no network: the store and directories only (also ACXFS_OFFLINE=1)")
     add_command(subs, "down", "stop the library daemon (links dangle until acxfs up)",
                 "acxfs down", cmd_down)
-    add_command(subs, "repair", "rebuild a damaged library from its store and the links acxfs "
-                "made (the damaged file is kept beside it; docs/library.md)", "acxfs repair",
-                cmd_repair)
 
 
 def source_options(p: argparse.ArgumentParser) -> None:
@@ -157,6 +159,8 @@ def source_options(p: argparse.ArgumentParser) -> None:
 
 
 def _options(args: argparse.Namespace) -> remote.Options:
+    """How this command reads its sources (the sources' modules load here)."""
+    from acxfs.library.updates import remote
     if args.timeout <= 0:
         raise EnvironmentProblem("--timeout: not a positive number of seconds")
     return remote.Options(policy=load_policy(trust_dir()), timeout=args.timeout,
@@ -165,9 +169,22 @@ def _options(args: argparse.Namespace) -> remote.Options:
                           allow_key_change=args.allow_key_change)
 
 
-def _fetch(library: Library, names: list[str], source: str,
-           args: argparse.Namespace) -> remote.Fetch:
-    requests = [(*remote.split_name(n), source) for n in names]
+def _fetch(library: Library, names: list[str], source: str | None,
+           args: argparse.Namespace) -> remote.Fetch | None:
+    """What `add` fetches: each NAME[@VERSION] from `source`; with no source, the OCI
+    references among `names`, each by its tag or digest (none: the highest release tag).
+    None: nothing to fetch, and the sources' modules are not loaded."""
+    refs = names if source is not None else [n for n in names if is_oci(n)]
+    if not refs:
+        return None
+    from acxfs.library.updates import remote
+    requests: list[tuple[str, str | None, str]] = []
+    for text in refs:
+        if source is not None:
+            requests.append((*remote.split_name(text), source))
+        else:
+            ref = parse_ref(text)
+            requests.append(("", ref.digest or ref.tag, ref.key))
     return remote.Fetch(requests, remote.Sources(_options(args), cache=library.paths.http_cache),
                         library.paths, library.note)
 
@@ -176,17 +193,11 @@ def _library() -> Library:
     return Library(say=print, note=say, policy=load_policy(trust_dir()))
 
 
-def _pulls(library: Library, refs: list[str], args: argparse.Namespace) -> remote.Fetch | None:
-    """OCI references named as bundles: each fetched by its tag or digest (none: the highest
-    release tag)."""
-    if not refs:
-        return None
-    requests: list[tuple[str, str | None, str]] = []
-    for text in refs:
-        ref = parse_ref(text)
-        requests.append(("", ref.digest or ref.tag, ref.key))
-    return remote.Fetch(requests, remote.Sources(_options(args), cache=library.paths.http_cache),
-                        library.paths, library.note)
+def _projects(library: Library) -> Projects:
+    """The projects of `library` (their modules, and the sources a lock may name, load
+    here)."""
+    from acxfs.library.projects.project import Projects
+    return Projects(library)
 
 
 def cmd_add(args: argparse.Namespace) -> int:
@@ -194,24 +205,15 @@ def cmd_add(args: argparse.Namespace) -> int:
     if args.updates is not None and args.project is not None:
         raise EnvironmentProblem("--updates is for the user library: a project moves only "
                                  "with its acxfs.lock")
-    if args.source is None:
-        files = [b for b in args.bundles if not is_oci(b)]
-        pulls = _pulls(library, [b for b in args.bundles if is_oci(b)], args)
-        if files:
-            library.policy.check_files()
-        if args.project is not None:
-            return Projects(library).add(args.project, files, args.agent,
-                                         allow_downgrade=args.allow_downgrade, remote=pulls)
-        return library.add(files, args.agent, allow_downgrade=args.allow_downgrade,
-                           allow_key_change=args.allow_key_change, remote=pulls,
-                           updates=args.updates)
+    files = [b for b in args.bundles if not is_oci(b)] if args.source is None else []
+    fetch = _fetch(library, args.bundles, args.source, args)
+    if files:
+        library.policy.check_files()
     if args.project is not None:
-        return Projects(library).add(args.project, [], args.agent,
-                                     allow_downgrade=args.allow_downgrade,
-                                     remote=_fetch(library, args.bundles, args.source, args))
-    return library.add([], args.agent, allow_downgrade=args.allow_downgrade,
-                       allow_key_change=args.allow_key_change,
-                       remote=_fetch(library, args.bundles, args.source, args),
+        return _projects(library).add(args.project, files, args.agent,
+                                      allow_downgrade=args.allow_downgrade, remote=fetch)
+    return library.add(files, args.agent, allow_downgrade=args.allow_downgrade,
+                       allow_key_change=args.allow_key_change, remote=fetch,
                        updates=args.updates)
 
 
@@ -221,9 +223,9 @@ def cmd_update(args: argparse.Namespace) -> int:
     if files and len(files) == len(args.bundles) and args.source is None and not args.check:
         library.policy.check_files()
         if args.project is not None:
-            return Projects(library).add(args.project, args.bundles, None,
-                                         allow_downgrade=args.allow_downgrade,
-                                         update_only=True)
+            return _projects(library).add(args.project, args.bundles, None,
+                                          allow_downgrade=args.allow_downgrade,
+                                          update_only=True)
         return library.add(args.bundles, None, allow_downgrade=args.allow_downgrade,
                            update_only=True, allow_key_change=args.allow_key_change)
     if files:
@@ -231,6 +233,7 @@ def cmd_update(args: argparse.Namespace) -> int:
                                  "identities installed from a source (with --from, --check)")
     if args.project is not None:
         raise EnvironmentProblem("update --project takes bundle files")
+    from acxfs.library.updates import updates  # an update from sources: see _options
     if args.json:
         if not args.check:
             raise EnvironmentProblem("--json reports what update --check finds; add --check")
@@ -247,12 +250,12 @@ def cmd_sync(args: argparse.Namespace) -> int:
         if args.sources:
             raise EnvironmentProblem("--check changes nothing: it takes no --from")
         if args.json:
-            found = Projects(_library()).differences(args.project)
+            found = _projects(_library()).differences(args.project)
             emit({"project": str(found.root), "matches": not found.lines,
                   "bundles": found.bundles, "skills": found.skills,
                   "differences": found.lines, "exitCode": 1 if found.lines else 0})
             return 1 if found.lines else 0
-        return Projects(_library()).check(args.project)
+        return _projects(_library()).check(args.project)
     if args.json:
         raise EnvironmentProblem("--json is for sync --check (sync itself reports as it goes)")
     library = _library()
@@ -263,7 +266,7 @@ def cmd_sync(args: argparse.Namespace) -> int:
             library.policy.check_source(normalise(source))
         else:
             library.policy.check_files()
-    return Projects(library).sync(args.project, args.sources, offline=args.offline)
+    return _projects(library).sync(args.project, args.sources, offline=args.offline)
 
 
 def cmd_revert(args: argparse.Namespace) -> int:
@@ -285,7 +288,7 @@ def cmd_remove(args: argparse.Namespace) -> int:
         if args.forget:
             raise EnvironmentProblem("--forget is for the user library (a project has no "
                                      "floors)")
-        return Projects(_library()).remove(args.project, args.names)
+        return _projects(_library()).remove(args.project, args.names)
     if not args.names:
         raise EnvironmentProblem("name what to remove: IDENTITY or SKILL (see: acxfs list)")
     return _library().remove(args.names, forget=args.forget)
@@ -297,7 +300,3 @@ def cmd_up(args: argparse.Namespace) -> int:
 
 def cmd_down(args: argparse.Namespace) -> int:
     return _library().down()
-
-
-def cmd_repair(args: argparse.Namespace) -> int:
-    return repair(_library())

@@ -1,4 +1,4 @@
-"""The `mount`, `umount` and `status` commands: parse, call the mount stack, print.
+"""The `mount` and `umount` commands: parse, call the mount stack, print.
 
 `mount` hands a `MountRequest` to `acxfs.mount.single`, which checks, views and mounts; what
 it says on the way reaches the user through `say`.
@@ -15,10 +15,8 @@ from acxfs.cli.common import (
     trust_of,
     trust_options,
 )
-from acxfs.cli.output import emit
-from acxfs.mount import backend, lifecycle, records
+from acxfs.mount import backend, lifecycle
 from acxfs.mount.single import MountRequest, mount_container
-from acxfs.mount.table import live_mounts
 from acxfs.text import printable
 
 
@@ -58,10 +56,6 @@ def add_commands(subs: SubParsers) -> None:
                     "they are closed)", "acxfs umount ~/.claude/skills/expertise-designer",
                     cmd_umount)
     p.add_argument("mountpoint", metavar="MOUNTPOINT")
-    p = add_command(subs, "status", "list live acxfs mounts with their container, view and "
-                    "verdict", "acxfs status\n  acxfs status --json", cmd_status)
-    p.add_argument("--json", action="store_true", help="print the mounts as JSON (docs/json.md)")
-
 
 def cmd_mount(args: argparse.Namespace) -> int:
     request = MountRequest(
@@ -75,36 +69,4 @@ def cmd_mount(args: argparse.Namespace) -> int:
 
 def cmd_umount(args: argparse.Namespace) -> int:
     print(printable(lifecycle.umount(args.mountpoint)))
-    return 0
-
-
-def _mount_json(fsname: str, mountpoint: str) -> dict[str, object]:
-    state = records.read_state(mountpoint)
-    if state is None:
-        return {"mountpoint": mountpoint, "container": fsname.removeprefix("acxfs:"),
-                "state": "unknown", "view": None, "pid": None, "verdict": None}
-    return {"mountpoint": mountpoint, "container": state.container,
-            "state": "running" if lifecycle.alive(state.pid) else "stale",
-            "view": state.view, "pid": state.pid, "verdict": state.verdict}
-
-
-def cmd_status(args: argparse.Namespace) -> int:
-    mounts = live_mounts()
-    if args.json:
-        emit({"mounts": [_mount_json(fsname, mountpoint) for fsname, mountpoint in mounts]})
-        return 0
-    if not mounts:
-        print("no acxfs mounts")
-        return 0
-    for fsname, mountpoint in mounts:  # names any user chose: printed with escapes
-        state = records.read_state(mountpoint)
-        shown = printable(mountpoint)
-        container = printable(fsname.removeprefix("acxfs:"))
-        if state is None:
-            print(f"{shown}  {container}  (no state: started by another user or stale)")
-            continue
-        alive = "running" if lifecycle.alive(state.pid) else "STALE (daemon gone; acxfs umount)"
-        print(f"{shown}  {printable(state.container)}  view={state.view}  pid={state.pid} "
-              f"{alive}")
-        print(f"  {printable(state.verdict)}")
     return 0

@@ -16,18 +16,29 @@ from acxfs import formats, views
 from acxfs.cli.common import (
     SubParsers,
     add_command,
-    open_container,
     policy_options,
+    say,
     trust_of,
     trust_options,
 )
 from acxfs.cli.output import emit
-from acxfs.container import Entry
+from acxfs.container import Entry, Source
+from acxfs.content.cache import process_cache
 from acxfs.errors import EnvironmentProblem
 from acxfs.safe.interrupts import stop_like_ctrl_c
 from acxfs.text import printable
 from acxfs.verdict import Verdict
 from acxfs.views.extract import copy_verified, extract, refuse_existing
+
+
+def open_container(args: argparse.Namespace) -> Source:
+    """The source of `args.container` if it meets `args.min_trust`, reading through a new
+    process's content store; a verdict below verified is said on stderr."""
+    source, report = formats.open_source(args.container, trust_of(args), process_cache(),
+                                          min_trust=args.min_trust)
+    if report.verdict.status != "verified":
+        say(f"acxfs: warning: {report.verdict.line}")
+    return source
 
 
 def add_commands(subs: SubParsers) -> None:

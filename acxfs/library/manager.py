@@ -15,7 +15,7 @@ import contextlib
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from acxfs.errors import (
     AcxfsError,
@@ -29,7 +29,7 @@ from acxfs.library.changes import journal, project_plan
 from acxfs.library.changes.plan import Plan
 from acxfs.library.links import agent_links, agents, guard
 from acxfs.library.links.agent_links import Link
-from acxfs.library.serving import daemon
+from acxfs.library.serving import control
 from acxfs.library.serving.control import ControlClient
 from acxfs.library.store import owners, versions
 from acxfs.library.store.bundles import Checked, import_bundle, untrusted
@@ -41,6 +41,9 @@ from acxfs.sources.policy import Policy
 from acxfs.text import printable
 from acxfs.trust.policy import TrustContext
 from acxfs.trust.store import load_trust
+
+if TYPE_CHECKING:
+    from acxfs.library.serving.daemon import Orphan
 
 Say = Callable[[str], None]
 
@@ -264,9 +267,9 @@ class Library:
 
     def _serve(self, revisions: list[Revision], state: LibraryState) -> None:
         """Have the daemon (started when needed) check and serve each revision."""
-        if not daemon.running(self.paths):
+        if not control.running(self.paths.socket):
             self._clear_orphan()
-            daemon.start(self.paths, state, foreground=False, say=lambda message: None)
+            self._start(state, foreground=False, say=lambda message: None)
         for rev in revisions:
             answer = ControlClient(self.paths.socket).load(rev.file)
             if not answer.get("ok"):
@@ -359,7 +362,7 @@ class Library:
             self.recover()
             state = self.state()
             self.trust(state)
-            running = daemon.running(self.paths)
+            running = control.running(self.paths.socket)
             if running and reload:
                 answer = ControlClient(self.paths.socket).reload()
                 if not answer.get("ok"):
@@ -371,18 +374,25 @@ class Library:
             else:
                 self._clear_orphan()
             if not running and not foreground:
-                daemon.start(self.paths, state, foreground=False, say=self.say)
+                self._start(state, foreground=False, say=self.say)
             if running or not foreground:
                 self._reconcile(state)
                 self._report_links(self.state())
                 return 0
         self._report_links(state)
-        return daemon.start(self.paths, state, foreground=True, say=self.say,
-                            on_live=self.reconcile_locked)
+        return self._start(state, foreground=True, say=self.say, on_live=self.reconcile_locked)
+
+    def _start(self, state: LibraryState, foreground: bool, say: Say,
+               on_live: Callable[[], None] | None = None) -> int:
+        """Start the daemon (see `daemon.start`).  Its module and the mount stack under it
+        (libfuse's binding, the operations) load here: a command that finds a daemon running
+        asks it over its socket and never loads them."""
+        from acxfs.library.serving import daemon
+        return daemon.start(self.paths, state, foreground=foreground, say=say, on_live=on_live)
 
     def reload(self) -> None:
         """After a trust change: re-check every bundle if the daemon runs."""
-        if daemon.running(self.paths):
+        if control.running(self.paths.socket):
             self.up(reload=True)
 
     def reconcile_locked(self) -> None:
@@ -434,21 +444,29 @@ class Library:
     def _clear_orphan(self) -> None:
         """Before a daemon starts: unmount what a dead daemon, or one without its control
         socket, left on the library's mountpoint."""
-        found = daemon.orphan(self.paths)
+        found = self._stop(orphan=True)
         if found is not None:
-            daemon.stop(self.paths, found.pid)
             self.note(f"acxfs: note: stopped {found.describe()}")
 
     def down(self) -> int:
         """Stop the daemon, found by its socket or else by its mount."""
-        if daemon.running(self.paths):
-            daemon.stop(self.paths)
+        if control.running(self.paths.socket):
+            self._stop(orphan=False)
             self.say("stopped the library daemon; links dangle until: acxfs up")
             return 0
-        found = daemon.orphan(self.paths)
+        found = self._stop(orphan=True)
         if found is None:
             self.say("the library daemon is not running")
             return 0
-        daemon.stop(self.paths, found.pid)
         self.say(f"stopped {found.describe()}; links dangle until: acxfs up")
         return 0
+
+    def _stop(self, orphan: bool) -> Orphan | None:
+        """Unmount the running daemon's mount, or (`orphan`) the one a daemon no socket
+        reaches left, if any (which one it was returned).  As for `_start`, the daemon's
+        module and the mount stack load here, by the commands that stop a daemon."""
+        from acxfs.library.serving import daemon
+        found = daemon.orphan(self.paths) if orphan else None
+        if found is not None or not orphan:
+            daemon.stop(self.paths, found.pid if found is not None else None)
+        return found

@@ -18,8 +18,7 @@ from acxfs.library.manager import Library
 from acxfs.library.store import lockfile
 from acxfs.library.store.checks import Checks, load_checks, parse_time
 from acxfs.library.store.state import Installed, LibraryState, Revision
-from acxfs.sources.oci.reference import is_oci
-from acxfs.sources.oci.source import reference_of
+from acxfs.sources.oci.reference import is_oci, reference_of
 from acxfs.text import printable
 
 

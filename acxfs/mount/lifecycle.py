@@ -37,7 +37,14 @@ from acxfs.mount import invalidation
 from acxfs.mount.invalidation import KernelNotifier
 from acxfs.mount.operations import AcxOperations
 from acxfs.mount.preflight import check_mountpoint, prepare_records_dir, remove_made
-from acxfs.mount.records import MountState, clear_state, log_line, read_state, write_state
+from acxfs.mount.records import (
+    MountState,
+    alive,
+    clear_state,
+    log_line,
+    read_state,
+    write_state,
+)
 from acxfs.mount.router import Mounted
 from acxfs.mount.table import canonical, is_mounted, live_mounts, mount_owner
 
@@ -361,22 +368,3 @@ def _detach(mountpoint: str, lazy_only: bool = False) -> tuple[bool, str | None]
             return command[1] in ("-uz", "-l"), None
         last = (done.stderr or done.stdout).strip() or "unknown error"
     return False, last
-
-
-def alive(pid: int) -> bool:
-    """Whether process `pid` exists and is not a zombie."""
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    with contextlib.suppress(ChildProcessError):
-        done, _ = os.waitpid(pid, os.WNOHANG)
-        if done:
-            return False
-    try:
-        with open(f"/proc/{pid}/stat", encoding="ascii") as handle:
-            return handle.read().split(") ", 1)[1][:1] != "Z"
-    except OSError:
-        return False

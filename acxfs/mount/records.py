@@ -5,7 +5,8 @@ no link on the way and every directory on it the user's alone (`acxfs.safe.owner
 under a fresh temporary name renamed into place (never through a link, never over a file
 acxfs did not make); the log is appended to only when it is a regular file, and never
 followed through a link.  Reading a record never trusts it: a record that is not a regular
-file, is too large or has a field of the wrong type is no record.
+file, is too large or has a field of the wrong type is no record.  Whether a record's daemon
+still lives is `alive` (its pid exists and is no zombie).
 """
 
 from __future__ import annotations
@@ -101,3 +102,22 @@ def read_state(mountpoint: str) -> MountState | None:
 def clear_state(mountpoint: str) -> None:
     with contextlib.suppress(OSError):
         _state_path(mountpoint).unlink()
+
+
+def alive(pid: int) -> bool:
+    """Whether process `pid` exists and is not a zombie."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    with contextlib.suppress(ChildProcessError):
+        done, _ = os.waitpid(pid, os.WNOHANG)
+        if done:
+            return False
+    try:
+        with open(f"/proc/{pid}/stat", encoding="ascii") as handle:
+            return handle.read().split(") ", 1)[1][:1] != "Z"
+    except OSError:
+        return False

@@ -62,6 +62,13 @@ def parse_source(text: str) -> SourceSpec:
     return SourceSpec("folder", real, None, real)  # a folder of bundle files
 
 
+def is_registry(text: str) -> bool:
+    """Whether a `sync --from` names a registry or repository (else a folder of files); as
+    `parse_source` tells them apart, without refusing anything."""
+    return "://" in text or any(os.path.isfile(os.path.join(text, *p, "index.json"))
+                                for p in ((), ("registry",)))
+
+
 def normalise(text: str) -> str:
     """The key of a source named in a policy (no file system or network is asked of a URL);
     an OCI prefix (`oci://HOST/PATH`) without a trailing /."""

@@ -34,7 +34,7 @@ COMMAND_STEPS = (
     ("acxfs.library.manager", "Library.recover", "up: recover (journal)"),
     ("acxfs.library.manager", "Library.state", "up: load library.json"),
     ("acxfs.library.manager", "Library.trust", "up: load the trust store"),
-    ("acxfs.library.serving.daemon", "running", "up: ping the daemon"),
+    ("acxfs.library.serving.control", "running", "up: ping the daemon"),
     ("acxfs.library.serving.daemon", "LibraryDaemon.initial", "check: every bundle"),
     ("acxfs.library.serving.daemon", "LibraryDaemon.open_revision",
      "check: one bundle (open_revision)"),

@@ -14,28 +14,21 @@ from __future__ import annotations
 import os
 from collections.abc import Callable
 
-from acxfs import sources
 from acxfs.errors import SourceError
 from acxfs.library.store import lockfile
 from acxfs.library.store.bundles import Checked, import_staged
 from acxfs.library.store.lockfile import LockEntry
 from acxfs.library.store.state import Revision
 from acxfs.paths import LibraryPaths
+from acxfs.sources import kinds
 from acxfs.sources.http import Http
 from acxfs.sources.oci.artifact import parse_artifact
-from acxfs.sources.oci.reference import is_oci, parse_ref
+from acxfs.sources.oci.reference import is_oci, parse_ref, split_coordinate
 from acxfs.sources.oci.repository import Repository
-from acxfs.sources.oci.source import split_coordinate
 from acxfs.sources.policy import Policy
 from acxfs.sources.release import Release
 from acxfs.sources.spec import AZPHALT, parse_source
 from acxfs.trust.policy import TrustContext
-
-
-def is_registry(source: str) -> bool:
-    """Whether a `sync --from` names a registry or repository (else a folder of files)."""
-    return "://" in source or any(os.path.isfile(os.path.join(source, *p, "index.json"))
-                                  for p in ((), ("registry",)))
 
 
 def fetch_locked(entry: LockEntry, registries: list[str], paths: LibraryPaths,
@@ -63,7 +56,7 @@ def fetch_locked(entry: LockEntry, registries: list[str], paths: LibraryPaths,
 
         def fill(write: Callable[[bytes], None], release: Release = release,
                  kind: str = kind) -> None:
-            sources.fetch(release, kind, http, write)
+            kinds.fetch(release, kind, http, write)
 
         return import_staged(fill, paths, trust, same_bytes)
     return None

@@ -22,13 +22,14 @@ from acxfs.library.links import agent_links, git_exclude
 from acxfs.library.links.agent_links import Link
 from acxfs.library.links.git_exclude import WorkTree
 from acxfs.library.manager import Library, Remote
-from acxfs.library.projects.lock_sources import fetch_locked, is_registry, origin_for
+from acxfs.library.projects.lock_sources import fetch_locked, origin_for
 from acxfs.library.store import lockfile
 from acxfs.library.store.bundles import Checked, check_stored, import_bundle
 from acxfs.library.store.lockfile import PROJECT_AGENTS, Lock, LockEntry
 from acxfs.library.store.state import LibraryState, Project, ProjectBundle, Revision
 from acxfs.semver import parse as parse_version
 from acxfs.sources.http import Http
+from acxfs.sources.spec import is_registry
 from acxfs.text import printable
 from acxfs.trust.policy import TrustContext
 

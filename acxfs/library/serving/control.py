@@ -98,6 +98,15 @@ class ControlClient:
         return request(self.socket_path, {"op": Op.SCHEDULE}, timeout=10)
 
 
+def running(socket_path: Path) -> bool:
+    """Whether a daemon answers on `socket_path` (a command asks this before it talks to
+    one, and starts one only when none answers)."""
+    try:
+        return bool(ControlClient(socket_path).ping().get("ok"))
+    except DaemonDown:
+        return False
+
+
 def request(sock_path: Path, doc: dict[str, object], timeout: float = TIMEOUT) -> dict[str, object]:
     """Send one request to the daemon and return its answer (DaemonDown when none runs)."""
     conn = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM | socket.SOCK_CLOEXEC)

@@ -9,7 +9,8 @@ when read, as in any acxfs mount.  A bundle that fails its check is not served a
 is kept for `acxfs list`.  The daemon takes changes only over its control channel
 (`control.py`), from its owner.  A daemon whose control socket is gone, or the stale mount of
 one that died, is found by its mount (`orphan`) and unmounted by `down` and before `up`
-starts a new one.
+starts a new one.  Whether a daemon runs is asked of its socket (`control.running`): only a
+command that starts or stops one imports this module and the mount stack under it.
 """
 
 from __future__ import annotations
@@ -27,9 +28,9 @@ from pathlib import Path
 from acxfs import formats
 from acxfs.container import Report
 from acxfs.content.cache import VerifiedCache, process_cache
-from acxfs.errors import AcxfsError, DaemonDown, TrustConfigError, UntrustedError
+from acxfs.errors import AcxfsError, TrustConfigError, UntrustedError
 from acxfs.library.links import agent_links, guard
-from acxfs.library.serving.control import ControlClient, ControlServer, Op
+from acxfs.library.serving.control import ControlServer, Op, running
 from acxfs.library.serving.schedule import Schedule, run_check
 from acxfs.library.store.checks import load_checks, parse_time
 from acxfs.library.store.served_names import served_name
@@ -43,7 +44,7 @@ from acxfs.limits import DEFAULT_LIMITS
 from acxfs.mount import backend as fuse_backend
 from acxfs.mount import lifecycle
 from acxfs.mount.operations import AcxOperations
-from acxfs.mount.records import log_line, read_state
+from acxfs.mount.records import alive, log_line, read_state
 from acxfs.mount.router import Mounted
 from acxfs.mount.table import canonical, live_mounts
 from acxfs.paths import LibraryPaths
@@ -330,13 +331,6 @@ def read_ahead(store: Path, files: list[str]) -> None:
         os.close(fd)
 
 
-def running(paths: LibraryPaths) -> bool:
-    try:
-        return bool(ControlClient(paths.socket).ping().get("ok"))
-    except DaemonDown:
-        return False
-
-
 @dataclass(frozen=True)
 class Orphan:
     """A library mount no control socket reaches: a daemon that lost its socket (`pid`
@@ -353,7 +347,7 @@ class Orphan:
 def orphan(paths: LibraryPaths) -> Orphan | None:
     """The library's mount when no daemon answers on its socket (None: nothing mounted)."""
     point = canonical(str(paths.mnt))
-    if not any(mp == point for _, mp in live_mounts()) or running(paths):
+    if not any(mp == point for _, mp in live_mounts()) or running(paths.socket):
         return None
     return Orphan(_daemon_pid(paths))
 
@@ -365,7 +359,7 @@ def _daemon_pid(paths: LibraryPaths) -> int | None:
     candidates = [record.pid] if record is not None else []
     candidates += reversed(_started_pids(paths.log))
     for pid in candidates:
-        if lifecycle.alive(pid) and _holds_fuse(pid):
+        if alive(pid) and _holds_fuse(pid):
             return pid
     return None
 
@@ -396,7 +390,7 @@ def _holds_fuse(pid: int) -> bool:
 
 def _wait_gone(pid: int | None, timeout: float = 5.0) -> None:
     deadline = time.monotonic() + timeout
-    while pid is not None and lifecycle.alive(pid) and time.monotonic() < deadline:
+    while pid is not None and alive(pid) and time.monotonic() < deadline:
         time.sleep(0.02)
 
 
@@ -428,7 +422,7 @@ def stop(paths: LibraryPaths, pid: int | None = None) -> str:
     (`pid`, when known) exits, and its socket goes with it."""
     said = lifecycle.umount(str(paths.mnt))
     _wait_gone(pid)
-    if not running(paths):
+    if not running(paths.socket):
         with contextlib.suppress(FileNotFoundError):
             os.unlink(paths.socket)
     return said

@@ -14,7 +14,6 @@ import os
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from acxfs import formats
 from acxfs.container import Report
 from acxfs.errors import RefusedError, UntrustedError
 from acxfs.library.links.agent_links import private_dir
@@ -113,7 +112,9 @@ def import_staged(fill: Callable[[Callable[[bytes], None]], None], paths: Librar
 
 def _checked(path: str, digest: str, trust: TrustContext) -> tuple[Report, Revision]:
     """The full check of the file `path` whose bytes hash to `digest` (UntrustedError below
-    verified), and the revision it establishes."""
+    verified), and the revision it establishes.  The formats (SQLite, zip, Ed25519, the
+    SKILL.md reader) load here: the library's commands that check no bundle never load them."""
+    from acxfs import formats
     report = formats.check(path, trust, deep=True)
     if not report.verdict.allows("verified") or report.verdict.status != "verified":
         raise UntrustedError(report.verdict)

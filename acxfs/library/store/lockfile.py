@@ -18,9 +18,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from acxfs import semver
-from acxfs.container import SEGMENT_RE
+from acxfs.container import FORMAT_NAMES, SEGMENT_RE
 from acxfs.errors import IsALink, LockError, NotAFile
-from acxfs.formats import FORMATS
 from acxfs.library.store.served_names import served_name
 from acxfs.safe import dirs as safe_dirs
 from acxfs.safe import files as safe_files
@@ -224,8 +223,7 @@ def _entries(doc: object, where: Path) -> tuple[LockEntry, ...]:
 
 _CHECKS: dict[str, tuple[Callable[[str], object], str]] = {
     "identity": (valid_identity, "not an identity (publisher/artifact)"),
-    "format": (lambda v: v in {f.name for f in FORMATS},
-               f"not one of {', '.join(f.name for f in FORMATS)}"),
+    "format": (lambda v: v in FORMAT_NAMES, f"not one of {', '.join(FORMAT_NAMES)}"),
     "version": (semver.is_semver, "not a SemVer 2.0.0 version"),
     "sha256": (_HEX.fullmatch, "not 64 lowercase hex digits"),
     "manifest": (lambda v: v.startswith("sha256:") and _HEX.fullmatch(v[7:]),

@@ -19,8 +19,8 @@ import re
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from acxfs import formats, semver
-from acxfs.container import SEGMENT_RE
+from acxfs import semver
+from acxfs.container import FORMAT_NAMES, SEGMENT_RE
 from acxfs.errors import EnvironmentProblem
 from acxfs.library.links.agent_links import Link
 from acxfs.library.links.agents import AGENTS
@@ -208,7 +208,7 @@ def store_name_problem(name: str) -> str | None:
     match = STORE_NAME.fullmatch(name)
     if match is None:
         return "not a store file name (<64 hex digits>.<format>)"
-    if match.group(2) not in {f.name for f in formats.FORMATS}:
+    if match.group(2) not in FORMAT_NAMES:
         return "not a store file name (an unknown format)"
     return None
 
@@ -218,7 +218,7 @@ def _digest(value: str) -> str | None:
 
 
 def _format(value: str) -> str | None:
-    return None if value in {f.name for f in formats.FORMATS} else "not a known format"
+    return None if value in FORMAT_NAMES else "not a known format"
 
 
 def _identity(value: str) -> str | None:

@@ -27,7 +27,6 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
-from acxfs import sources
 from acxfs.errors import (
     AcxfsError,
     DaemonDown,
@@ -55,6 +54,7 @@ from acxfs.library.store.checks import (
 from acxfs.library.store.state import DEFAULT_REFRESH_EVERY, LibraryState
 from acxfs.library.updates.remote import Fetch, Options, Sources
 from acxfs.library.updates.updates import look
+from acxfs.sources import kinds
 from acxfs.text import printable
 
 MAX_BACKOFF_ROUNDS = 15  # a failing source is skipped at most this many rounds in a row
@@ -229,7 +229,7 @@ class Refresher:
             self._unlink(reader, pulled_projects, state)
         return reader, installs
 
-    def _look(self, state: LibraryState, client: sources.Client, directory: str | None,
+    def _look(self, state: LibraryState, client: kinds.Client, directory: str | None,
               identity: str, installs: list[Install],
               pulled_projects: list[tuple[str, str, str, str]]) -> None:
         from_source = state.installed[identity].current if directory is None else \

@@ -18,18 +18,20 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from acxfs import formats, sources
+from acxfs import formats
 from acxfs.errors import NetworkError, RefusedError, SourceError, UntrustedError
 from acxfs.formats import FORMATS
 from acxfs.library.store.bundles import Checked, check_stored, import_staged, untrusted
 from acxfs.library.store.state import LibraryState, now_text
 from acxfs.paths import LibraryPaths
+from acxfs.sources import kinds
 from acxfs.sources.http import DEFAULT_TIMEOUT, Http
 from acxfs.sources.memory import SourceMemory
 from acxfs.sources.oci.source import OciSource
 from acxfs.sources.policy import Policy
 from acxfs.sources.release import Release, refuse_pulled
 from acxfs.sources.revalidate import Revalidator
+from acxfs.sources.spec import parse_source
 from acxfs.trust.policy import TrustContext
 
 Say = Callable[[str], None]
@@ -61,7 +63,7 @@ class Sources:
 
     options: Options
     state: LibraryState | None = None  # the library's, once its lock is held
-    clients: dict[str, sources.Client] = field(default_factory=dict)
+    clients: dict[str, kinds.Client] = field(default_factory=dict)
     cache: Path | None = None  # the library's conditional-request cache (None: none)
 
     @functools.cached_property
@@ -70,8 +72,8 @@ class Sources:
         return Http(timeout=self.options.timeout, offline=self.options.offline,
                     revalidator=None if self.cache is None else Revalidator(self.cache))
 
-    def client(self, text: str, asking: str) -> sources.Client:
-        spec = sources.parse_source(text)
+    def client(self, text: str, asking: str) -> kinds.Client:
+        spec = parse_source(text)
         self.options.policy.check_source(spec.key)
         if spec.kind == "folder":
             self.options.policy.check_files()
@@ -81,7 +83,7 @@ class Sources:
             assert self.state is not None
             known = self.state.sources.get(spec.key)
             memory = SourceMemory.from_doc(known.to_doc()) if known else SourceMemory()
-            client = sources.client_for(spec, self.http, memory, self.options.policy)
+            client = kinds.client_for(spec, self.http, memory, self.options.policy)
             client.load(self.options.allow_stale)
             self.clients[spec.key] = client
         return self.clients[spec.key]
@@ -184,7 +186,7 @@ class Fetch:
                                        coordinate=release.coordinate, lifecycle=None)
         return Checked(revision, result.report, result.new_file)
 
-    def _import(self, client: sources.Client, release: Release,
+    def _import(self, client: kinds.Client, release: Release,
                 trust: TrustContext) -> Checked:
         spec = client.spec
         where = release.url or release.local or release.coordinate
@@ -196,7 +198,7 @@ class Fetch:
 
         try:
             result = import_staged(
-                lambda write: sources.fetch(release, spec.kind, self.reader.http, write),
+                lambda write: kinds.fetch(release, spec.kind, self.reader.http, write),
                 self.paths, trust, digest_first)
         except UntrustedError as exc:
             raise untrusted(where, exc, file=release.url is None) from exc

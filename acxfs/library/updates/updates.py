@@ -16,14 +16,16 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from acxfs import semver, sources
+from acxfs import semver
 from acxfs.errors import RefusedError
 from acxfs.library.changes import journal
 from acxfs.library.changes.plan import Plan
 from acxfs.library.manager import Library
 from acxfs.library.store.state import Installed, LibraryState, Revision
 from acxfs.library.updates.remote import Fetch, Options, Sources
-from acxfs.sources.oci.source import OciSource, follow_of, split_coordinate
+from acxfs.sources import kinds
+from acxfs.sources.oci.reference import follow_of, split_coordinate
+from acxfs.sources.oci.source import OciSource
 from acxfs.text import printable
 
 
@@ -50,7 +52,7 @@ class Finding:
     pulled: str | None
 
 
-def look(client: sources.Client, rev: Revision, same_source: bool) -> Finding:
+def look(client: kinds.Client, rev: Revision, same_source: bool) -> Finding:
     """The source's word on `rev` (its client loaded)."""
     if isinstance(client, OciSource):
         return Finding(_oci_moved(client, rev, same_source), None)

@@ -9,6 +9,8 @@ one spelling per registry (lowercase, no default `:443`, no leading zeros in a p
 `docker.io` (also spelled `registry-1.docker.io` or `index.docker.io`) is asked as
 `registry-1.docker.io` (one-segment repositories under `library/`)
 and its credentials are found under `https://index.docker.io/v1/`, as docker does.
+A revision installed from a repository records its `coordinate`, `TAG@DIGEST` (no tag: named by
+its digest); `reference_of` turns it back into the pinned reference.
 """
 
 from __future__ import annotations
@@ -93,6 +95,31 @@ def tag_version(tag: str) -> str | None:
     tag."""
     text = tag.replace("_", "+")
     return text if semver.is_semver(text) else None
+
+
+def coordinate(tag: str | None, manifest: str) -> str:
+    """What a revision from an OCI repository records of where it came from."""
+    return f"{tag or ''}@{manifest}"
+
+
+def split_coordinate(text: str) -> tuple[str | None, str]:
+    tag, _, manifest = text.rpartition("@")
+    return tag or None, manifest
+
+
+def reference_of(key: str, text: str) -> str:
+    """The reference a revision was installed by, pinned: REPO[:TAG]@DIGEST."""
+    tag, manifest = split_coordinate(text)
+    return f"{key}{':' + tag if tag else ''}@{manifest}"
+
+
+def follow_of(text: str) -> str | None:
+    """What `update` asks of a revision's coordinate: None (the highest release tag) for a
+    version tag, the tag itself for another one (`latest`), the digest for a digest."""
+    tag, manifest = split_coordinate(text)
+    if tag is None:
+        return manifest
+    return None if tag_version(tag) is not None else tag
 
 
 def _host_ok(host: str) -> bool:

@@ -22,35 +22,18 @@ from acxfs.errors import EnvironmentProblem, NetworkError, SourceError
 from acxfs.sources.http import Http
 from acxfs.sources.memory import Published, SourceMemory
 from acxfs.sources.oci.artifact import Artifact, digest_of, parse_artifact
-from acxfs.sources.oci.reference import DIGEST_RE, TAG_RE, OciRef, tag_version, version_tag
+from acxfs.sources.oci.reference import (
+    DIGEST_RE,
+    TAG_RE,
+    OciRef,
+    coordinate,
+    split_coordinate,
+    tag_version,
+    version_tag,
+)
 from acxfs.sources.oci.repository import Repository
 from acxfs.sources.release import Lifecycle, Release
 from acxfs.sources.spec import SourceSpec
-
-
-def coordinate(tag: str | None, manifest: str) -> str:
-    """What a revision from an OCI repository records of where it came from."""
-    return f"{tag or ''}@{manifest}"
-
-
-def split_coordinate(text: str) -> tuple[str | None, str]:
-    tag, _, manifest = text.rpartition("@")
-    return tag or None, manifest
-
-
-def reference_of(key: str, text: str) -> str:
-    """The reference a revision was installed by, pinned: REPO[:TAG]@DIGEST."""
-    tag, manifest = split_coordinate(text)
-    return f"{key}{':' + tag if tag else ''}@{manifest}"
-
-
-def follow_of(text: str) -> str | None:
-    """What `update` asks of a revision's coordinate: None (the highest release tag) for a
-    version tag, the tag itself for another one (`latest`), the digest for a digest."""
-    tag, manifest = split_coordinate(text)
-    if tag is None:
-        return manifest
-    return None if tag_version(tag) is not None else tag
 
 
 @dataclass
