@@ -444,29 +444,35 @@ class Library:
     def _clear_orphan(self) -> None:
         """Before a daemon starts: unmount what a dead daemon, or one without its control
         socket, left on the library's mountpoint."""
-        found = self._stop(orphan=True)
+        found = self._orphan()
         if found is not None:
+            self._stop(found.pid)
             self.note(f"acxfs: note: stopped {found.describe()}")
 
     def down(self) -> int:
         """Stop the daemon, found by its socket or else by its mount."""
         if control.running(self.paths.socket):
-            self._stop(orphan=False)
+            self._stop()
             self.say("stopped the library daemon; links dangle until: acxfs up")
             return 0
-        found = self._stop(orphan=True)
+        found = self._orphan()
         if found is None:
             self.say("the library daemon is not running")
             return 0
+        self._stop(found.pid)
         self.say(f"stopped {found.describe()}; links dangle until: acxfs up")
         return 0
 
-    def _stop(self, orphan: bool) -> Orphan | None:
-        """Unmount the running daemon's mount, or (`orphan`) the one a daemon no socket
-        reaches left, if any (which one it was returned).  As for `_start`, the daemon's
-        module and the mount stack load here, by the commands that stop a daemon."""
+    # As for `_start`, the daemon's module and the mount stack load in these two, by the
+    # commands that look for or stop a daemon no socket answers for.
+
+    def _orphan(self) -> Orphan | None:
+        """The library's mount that no daemon answers for on its socket (see `daemon.orphan`)."""
         from acxfs.library.serving import daemon
-        found = daemon.orphan(self.paths) if orphan else None
-        if found is not None or not orphan:
-            daemon.stop(self.paths, found.pid if found is not None else None)
-        return found
+        return daemon.orphan(self.paths)
+
+    def _stop(self, pid: int | None = None) -> None:
+        """Unmount the library's mount and wait for its daemon `pid`, when known (see
+        `daemon.stop`)."""
+        from acxfs.library.serving import daemon
+        daemon.stop(self.paths, pid)
