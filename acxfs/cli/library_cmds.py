@@ -190,7 +190,7 @@ def _fetch(library: Library, names: list[str], source: str | None,
 
 
 def _library() -> Library:
-    return Library(say=print, note=say, policy=load_policy(trust_dir()))
+    return Library.for_command(say)
 
 
 def _projects(library: Library) -> Projects:

@@ -18,9 +18,7 @@ from acxfs.library.manager import Library
 from acxfs.library.store.state import LONGEST_REFRESH, SHORTEST_REFRESH, UPDATE_MODES
 from acxfs.library.updates import refresh
 from acxfs.library.updates.remote import Options
-from acxfs.paths import trust_dir
 from acxfs.sources.http import DEFAULT_TIMEOUT
-from acxfs.sources.policy import load_policy
 from acxfs.text import printable
 
 UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
@@ -72,7 +70,7 @@ def add_commands(subs: SubParsers) -> None:
 
 
 def cmd_refresh(args: argparse.Namespace) -> int:
-    library = Library(say=print, note=say, policy=load_policy(trust_dir()))
+    library = Library.for_command(say)
     if args.every is not None or args.updates is not None:
         if args.json:
             raise EnvironmentProblem("--json reports a check; --every and --updates print "

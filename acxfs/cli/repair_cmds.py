@@ -12,8 +12,6 @@ import argparse
 from acxfs.cli.common import SubParsers, add_command, say
 from acxfs.library.manager import Library
 from acxfs.library.repair import repair
-from acxfs.paths import trust_dir
-from acxfs.sources.policy import load_policy
 
 
 def add_commands(subs: SubParsers) -> None:
@@ -23,4 +21,4 @@ def add_commands(subs: SubParsers) -> None:
 
 
 def cmd_repair(args: argparse.Namespace) -> int:
-    return repair(Library(say=print, note=say, policy=load_policy(trust_dir())))
+    return repair(Library.for_command(say))

@@ -37,7 +37,7 @@ from acxfs.library.store.served_names import is_served_name
 from acxfs.library.store.state import LibraryState, Revision, load_state
 from acxfs.paths import LibraryPaths, library_paths, trust_dir
 from acxfs.paths import home as user_home
-from acxfs.sources.policy import Policy
+from acxfs.sources.policy import Policy, load_policy
 from acxfs.text import printable
 from acxfs.trust.policy import TrustContext
 from acxfs.trust.store import load_trust
@@ -67,6 +67,12 @@ class Library:
     say: Say = print
     note: Say = print
     policy: Policy = field(default_factory=Policy)  # what this library may install
+
+    @classmethod
+    def for_command(cls, note: Say) -> Library:
+        """The user's library as a command line drives it: what it did on stdout, notes
+        through `note`, and the install policy of the trust store in effect."""
+        return cls(say=print, note=note, policy=load_policy(trust_dir()))
 
     # --- reading ---------------------------------------------------------------------------
 
