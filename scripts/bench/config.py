@@ -17,7 +17,6 @@ PEER_NAMES = ("plain", "sqlite3 -Ax", "ratarmount", "fuse-zip", "nullfs", "nullf
 class Config:
     """Sizes and repetitions of one run (`--quick` shrinks them)."""
 
-    quick: bool
     scale: str  # "quick", "goal" (the goals' own sizes) or "full"
     work: Path
     json_path: Path
@@ -38,6 +37,10 @@ class Config:
     workloads: tuple[str, ...]
     rebuild: bool
 
+    @property
+    def quick(self) -> bool:
+        return self.scale == "quick"
+
 
 # Sizes per scale: mount file counts, listing file counts, small files read, large and
 # alternating file MiB. "goal" is the sizes the performance goals name (a 5k-file mount, a cold
@@ -51,10 +54,9 @@ SCALES = {
 
 def make_config(args: argparse.Namespace) -> Config:
     quick = bool(args.quick)
-    scale = "quick" if quick else "goal" if getattr(args, "goal_sizes", False) else "full"
+    scale = "quick" if quick else "goal" if args.goal_sizes else "full"
     mounts, listings, reads, big, alt = SCALES[scale]
     return Config(
-        quick=quick,
         scale=scale,
         work=Path(args.work).resolve(),
         json_path=Path(args.json).resolve(),

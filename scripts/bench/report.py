@@ -81,7 +81,8 @@ def write_json(ctx: Context, peers: list[Peer], targets: list[Target], data: Dat
     doc = {
         "complete": complete,
         "markdown": render(ctx, peers, targets, elapsed),
-        "config": {k: (str(v) if isinstance(v, Path) else v) for k, v in asdict(cfg).items()},
+        "config": {"quick": cfg.quick,
+                   **{k: (str(v) if isinstance(v, Path) else v) for k, v in asdict(cfg).items()}},
         "host": host_facts(),
         "versions": peer_versions(),
         "acxfs_revision": ctx.revision,
