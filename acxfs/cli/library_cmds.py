@@ -138,6 +138,17 @@ def add_commands(subs: SubParsers) -> None:
                    help="no network: the store and directories only (also ACXFS_OFFLINE=1)")
     add_command(subs, "down", "stop the library daemon (links dangle until acxfs up)",
                 "acxfs down", cmd_down)
+    p = add_command(subs, "layout", "serve agents' skill directories whole (one link each, as "
+                    "fast as plain copies) or as directories of links",
+                    "acxfs layout whole --agent agents --agent claude", cmd_layout)
+    p.add_argument("how", nargs="?", choices=["whole", "links"],
+                   help="whole: the directory becomes one link to a read-only view of its "
+                   "skills (it then holds nothing else: only a directory that is absent or "
+                   "holds only acxfs's links can be); links: a directory of one link per "
+                   "skill again; none: say how each is served")
+    p.add_argument("--agent", action="append", choices=agent_names(), metavar="NAME",
+                   help="the agent whose skill directory it is (repeatable; default: agents "
+                   "and claude, as for add)")
 
 
 def source_options(p: argparse.ArgumentParser) -> None:
@@ -300,3 +311,8 @@ def cmd_up(args: argparse.Namespace) -> int:
 
 def cmd_down(args: argparse.Namespace) -> int:
     return _library().down()
+
+
+def cmd_layout(args: argparse.Namespace) -> int:
+    whole = None if args.how is None else args.how == "whole"
+    return _library().layout(args.agent, whole)

@@ -26,7 +26,7 @@ from acxfs.errors import (
     UntrustedError,
 )
 from acxfs.library.changes import journal, project_plan
-from acxfs.library.changes.plan import Plan
+from acxfs.library.changes.plan import Plan, library_intent
 from acxfs.library.links import agent_links, agents, guard
 from acxfs.library.links.agent_links import Link
 from acxfs.library.serving import control
@@ -161,7 +161,7 @@ class Library:
             except BaseException:
                 self.abandon(checked, loading)
                 raise
-            outcome = journal.carry_out(self.paths, plan.intent("add"),
+            outcome = journal.carry_out(self.paths, plan.intent("add", self.paths.mnt),
                                         self._sync)
         self._tell(outcome)
         for c in checked:
@@ -187,7 +187,7 @@ class Library:
             owners.check_skills(plan.before, plan.after)
             self._refuse_conflicts(plan)
             self._serve([plan.after.installed[i].current for i in identities], state)
-            outcome = journal.carry_out(self.paths, plan.intent("revert"),
+            outcome = journal.carry_out(self.paths, plan.intent("revert", self.paths.mnt),
                                         self._sync)
         self._tell(outcome)
         for identity in identities:
@@ -202,16 +202,23 @@ class Library:
             state = self.state()
             plan = Plan.of(state)
             edit(state, plan)
-            outcome = journal.carry_out(self.paths, plan.intent(op), self._sync)
+            outcome = journal.carry_out(self.paths, plan.intent(op, self.paths.mnt), self._sync)
         self._tell(outcome)
 
     @staticmethod
     def _refuse_conflicts(plan: Plan) -> None:
         """Refuse the change when an agent directory it links in is another user's, or a
-        link it would make has something not acxfs's in its way."""
+        link it would make has something not acxfs's in its way (a directory served whole,
+        before or after, is its link in its parent: no other link is made in it while it
+        is one)."""
+        whole = set(plan.before.whole) | set(plan.after.whole)
         guard.check_agent_dirs([link.directory for link in
-                                [*plan.make, *plan.remove, *(new for _, new in plan.repoint)]])
+                                [*plan.make, *plan.remove, *(new for _, new in plan.repoint)]
+                                if link.directory not in whole] +
+                               [str(Path(directory).parent) for directory in sorted(whole)])
         for link in plan.make:
+            if link.directory in whole:
+                continue
             problem = agent_links.conflict(link)
             if problem:
                 raise RefusedError(f"{problem}; acxfs never replaces what it did not make")
@@ -323,20 +330,16 @@ class Library:
             after = LibraryState(state.trust_dir, dict(state.installed), dict(state.floors),
                                  projects=state.projects, bindings=dict(state.bindings),
                                  sources=dict(state.sources),
-                                 refresh_every=state.refresh_every)
+                                 refresh_every=state.refresh_every, whole=dict(state.whole))
             gone: list[Link] = []
-            files: list[str] = []
             for identity in dict.fromkeys(identities):
                 item = after.installed.pop(identity, None)
                 if item is not None:
                     gone.extend(item.links)
-                    files.extend(r.file for r in item.revisions())
                 if forget:
                     after.floors.pop(identity, None)
                     after.bindings.pop(identity, None)
-            keep = after.store_files()
-            intent = journal.Intent("remove", remove=gone, state=after.to_json(),
-                                    delete_files=[f for f in files if f not in keep])
+            intent = library_intent("remove", state, after, self.paths.mnt, remove=gone)
             outcome = journal.carry_out(self.paths, intent, self._sync)
         self._tell(outcome)
         for identity in dict.fromkeys(identities):
@@ -437,15 +440,56 @@ class Library:
         plan.remove.extend(remove)
         for line in notes:
             self.note(printable(f"acxfs: note: {line}"))
-        if plan.make or plan.remove or plan.repoint:
-            self._tell(journal.carry_out(self.paths, plan.intent("up"), self._sync))
+        if plan.make or plan.remove or plan.repoint or plan.views_changed(self.paths.mnt):
+            self._tell(journal.carry_out(self.paths, plan.intent("up", self.paths.mnt), self._sync))
 
     def _report_links(self, state: LibraryState) -> None:
-        links = [link for item in state.installed.values() for link in item.links]
-        for link, condition in zip(links, agent_links.states_of(links), strict=True):
-            if condition != "ok":
-                self.note(printable(f"acxfs: note: link {link.path} is {condition} "
+        links = state.links()
+        seen: set[str] = set()
+        for link, condition in zip(links, agent_links.states_in(links, state.whole),
+                                   strict=True):
+            path = link.directory if link.directory in state.whole else str(link.path)
+            if condition != "ok" and path not in seen:
+                seen.add(path)
+                self.note(printable(f"acxfs: note: link {path} is {condition} "
                                     "(changed by hand: left as it is)"))
+
+    # --- layout ----------------------------------------------------------------------------
+
+    def layout(self, agent_names: list[str] | None, whole: bool | None) -> int:
+        """Serve the skill directories of `agent_names` whole (one link each, to a view of
+        the daemon: agents start as from plain copies, but nothing else can be put there)
+        or, `whole` False, as a directory of links again; None: say how each is served."""
+        directories = [str(d) for d in agents.directories(agent_names, self.home)]
+        with journal.locked(self.paths):
+            self.recover()
+            state = self.state()
+            plan = Plan.of(state)
+            for directory in directories if whole is not None else []:
+                if whole and directory not in state.whole:
+                    recorded = {(link.name, link.target) for link in state.links()
+                                if link.directory == directory}
+                    problem = agent_links.foreign_entries(directory, recorded)
+                    if problem is not None:
+                        raise RefusedError(f"{problem}; only a directory that is absent or "
+                                           "holds nothing but acxfs's links is served whole")
+                    plan.serve_whole(directory)
+                elif not whole and directory in state.whole:
+                    plan.serve_links(directory)
+            self._refuse_conflicts(plan)
+            if plan.views_changed(self.paths.mnt) or plan.make or plan.remove:
+                self._tell(journal.carry_out(self.paths, plan.intent("layout", self.paths.mnt),
+                                             self._sync))
+            after = self.state()
+        for directory in directories:
+            if directory in after.whole:
+                self.say(printable(f"{directory}: served whole -> {after.whole[directory]}"))
+            else:
+                self.say(printable(f"{directory}: a directory of links"))
+        if whole and not control.running(self.paths.socket):
+            self.note("acxfs: note: the library daemon is not running; the directories served "
+                      "whole dangle until: acxfs up")
+        return 0
 
     def _clear_orphan(self) -> None:
         """Before a daemon starts: unmount what a dead daemon, or one without its control

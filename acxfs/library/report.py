@@ -65,8 +65,9 @@ def describe_library(library: Library) -> dict[str, object]:
             "previous": None if item.previous is None else {
                 "version": item.previous.version, "digest": item.previous.digest,
                 "served": status is not None and item.previous.prefix in served},
-            "links": [{"path": str(link.path), "target": link.target,
-                       "state": agent_links.state_of(link)} for link in item.links],
+            "links": [{"path": str(link.path), "target": link.target, "state": condition}
+                      for link, condition in zip(item.links, agent_links.states_in(
+                          item.links, state.whole), strict=True)],
             **_freshness(checks, identity, item),
         })
     return {
@@ -82,6 +83,9 @@ def describe_library(library: Library) -> dict[str, object]:
                        for k, b in sorted(state.bindings.items())},
         "refreshEvery": state.refresh_every,
         "lastCheck": checks.last_round,
+        "whole": {directory: {"view": view, "state": agent_links.state_of(
+            agent_links.whole_link(directory, view))} for directory, view in
+            sorted(state.whole.items())},
     }
 
 

@@ -122,6 +122,13 @@ class AcxOperations:
         self._changed(before)
         return gone
 
+    def reserve(self, names: frozenset[str]) -> None:
+        """Show these made-up directories below the root even when empty
+        (`PrefixRouter.reserve`), with the kernel told as for `attach`."""
+        before = self._router.layout.dirs
+        self._router.reserve(names)
+        self._changed(before)
+
     def _changed(self, before: dict[str, tuple[str, ...]]) -> None:
         if self.kernel is not None:
             self.kernel.changed(before, self._router.layout.dirs)

@@ -52,8 +52,13 @@ class Layout:
     single: Served | None  # the source mounted at prefix '', which then is the only one
 
 
-def make_layout(served: dict[str, Served]) -> Layout:
+def make_layout(served: dict[str, Served], reserved: frozenset[str] = frozenset()) -> Layout:
+    """The layout of `served`, with a made-up directory for each name `reserved` (one
+    component each) even when nothing is served under it."""
     children: dict[str, set[str]] = {} if "" in served else {"": set()}
+    for name in () if "" in served else reserved:
+        children[""].add(name)
+        children.setdefault(name, set())
     for prefix in served:
         parts = prefix.split("/") if prefix else []
         for depth in range(len(parts)):
@@ -83,7 +88,17 @@ class PrefixRouter:
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
+        self._reserved: frozenset[str] = frozenset()
         self.layout = make_layout({})
+
+    def reserve(self, names: frozenset[str]) -> None:
+        """From now on the made-up directories right below the root are these `names` (plain
+        names), as well as those leading to a prefix."""
+        if not all(_valid_prefix(name) and name and "/" not in name for name in names):
+            raise ValueError(f"not plain names: {sorted(names)!r}")
+        with self._lock:
+            self._reserved = names
+            self.layout = make_layout(self.layout.served, names)
 
     def attach(self, prefix: str, mounted: Mounted) -> None:
         """Serve `mounted` at `prefix` from now on.  ValueError for a prefix that is taken,
@@ -99,7 +114,7 @@ class PrefixRouter:
                     raise ValueError(f"prefix {prefix!r} overlaps the mounted {other!r}")
             if mounted.prefix != prefix:
                 mounted = replace(mounted, prefix=prefix)
-            self.layout = make_layout({**served, prefix: Served(mounted)})
+            self.layout = make_layout({**served, prefix: Served(mounted)}, self._reserved)
 
     def detach(self, prefix: str) -> Mounted | None:
         """Stop serving what is at `prefix`; it is returned (None if nothing was there) for
@@ -108,7 +123,7 @@ class PrefixRouter:
         with self._lock:
             served = dict(self.layout.served)
             gone = served.pop(prefix, None)
-            self.layout = make_layout(served)
+            self.layout = make_layout(served, self._reserved)
         return gone.mounted if gone is not None else None
 
     def mounted(self) -> list[Mounted]:

@@ -112,10 +112,27 @@ class ProjectFiles:
 
 
 @dataclass(frozen=True)
+class WholeStep:
+    """An agent directory served whole, changed: made the link to the view `new` (from an
+    empty or absent directory: `old` None), re-pointed from `old` to `new`, or made an empty
+    directory again (`new` None: for the links the change makes in it)."""
+
+    directory: str
+    old: str | None
+    new: str | None
+
+    def links(self) -> tuple[Link | None, Link | None]:
+        """The link that is the directory, before and after, as a link in its parent."""
+        parent, name = os.path.split(self.directory)
+        return (None if self.old is None else Link(parent, name, self.old),
+                None if self.new is None else Link(parent, name, self.new))
+
+
+@dataclass(frozen=True)
 class Step:
     """One link step of an intent, with the temporary name it may use in its directory."""
 
-    kind: str  # "repoint" (old -> new), "remove" (old) or "make" (new)
+    kind: str  # "repoint" (old -> new), "remove" (old), "make" (new), "whole" (WholeStep)
     old: Link | None
     new: Link | None
     temp: str
@@ -128,12 +145,15 @@ class Step:
 
     @property
     def fault(self) -> str:
-        return {"repoint": "repoint", "remove": "unlink", "make": "link"}[self.kind]
+        return {"repoint": "repoint", "remove": "unlink", "make": "link",
+                "whole": "whole"}[self.kind]
 
     def targets(self) -> set[str]:
         return {link.target for link in (self.old, self.new) if link is not None}
 
     def forward(self) -> str | None:
+        if self.kind == "whole":
+            return self._whole(self.old, self.new)
         if self.kind == "repoint":
             assert self.old is not None and self.new is not None
             return agent_links.repoint(self.old, self.new, self.temp)
@@ -144,6 +164,8 @@ class Step:
         return agent_links.make(self.new)
 
     def backward(self) -> str | None:
+        if self.kind == "whole":
+            return self._whole(self.new, self.old)
         if self.kind == "repoint":
             assert self.old is not None and self.new is not None
             return agent_links.unrepoint(self.old, self.new, self.temp)
@@ -152,6 +174,15 @@ class Step:
             return agent_links.unremove(self.old)
         assert self.new is not None
         return agent_links.unmake(self.new, self.temp)
+
+    def _whole(self, old: Link | None, new: Link | None) -> str | None:
+        """An agent directory served whole, from `old` to `new` (either way round)."""
+        if old is None:
+            assert new is not None
+            return agent_links.make_whole(new)
+        if new is None:
+            return agent_links.unmake_whole(old, self.temp)
+        return agent_links.repoint(old, new, self.temp)
 
 
 @dataclass
@@ -174,13 +205,14 @@ class Intent:
     state: str = ""  # the LibraryState to commit, as JSON
     delete_files: list[str] = field(default_factory=list)  # store file names, after the commit
     project: ProjectFiles | None = None  # a project's exclude lines and lock
+    whole: list[WholeStep] = field(default_factory=list)  # agent directories served whole
     temps: list[str] = field(default_factory=list)  # one per step, in the order of `steps`
     undo: Undo | None = None  # set once a step failed: the change is being undone
 
     def __post_init__(self) -> None:
         """Temporary names are chosen here, when the change is written down (an intent
         written before they were kept gets them now); ValueError unless one per step."""
-        count = len(self.repoint) + len(self.remove) + len(self.make)
+        count = len(self.repoint) + len(self.remove) + len(self.whole) + len(self.make)
         if not self.temps:
             self.temps = [safe_links.fresh_temp_name() for _ in range(count)]
         if len(self.temps) != count or len(set(self.temps)) != count:
@@ -189,9 +221,12 @@ class Intent:
             raise ValueError(f"undo.done {self.undo.done} is not a number of steps")
 
     def steps(self) -> list[Step]:
-        """Every link step in the order it is carried out: re-point, remove, make."""
+        """Every link step in the order it is carried out: re-point, remove, the directories
+        served whole (emptied of acxfs's links before one becomes a link, an empty directory
+        again before links are made in it), make."""
         steps = [Step("repoint", old, new, "") for old, new in self.repoint]
         steps += [Step("remove", link, None, "") for link in self.remove]
+        steps += [Step("whole", *whole.links(), "") for whole in self.whole]
         steps += [Step("make", None, link, "") for link in self.make]
         return [replace(step, temp=temp) for step, temp in zip(steps, self.temps, strict=True)]
 
@@ -203,6 +238,7 @@ class Intent:
             "deleteFiles": self.delete_files, "temps": self.temps,
             "undo": None if self.undo is None else asdict(self.undo),
             "project": None if self.project is None else asdict(self.project),
+            "whole": [asdict(x) for x in self.whole],
         }, indent=1) + "\n"
 
     @classmethod
@@ -244,6 +280,9 @@ def _optional_absolute(value: str) -> str | None:
 
 def _intent_table(places: Places) -> own_files.Table[Intent]:
     link = places.link_table(projects=True)
+    view = optional(text(places.view_target))
+    whole = own_files.Table(WholeStep, {"directory": Field(text(places.agent_directory)),
+                                        "old": Field(view), "new": Field(view)})
     undo = own_files.Table(Undo, {"done": Field(integer), "failure": Field(text())})
     project = own_files.Table(ProjectFiles, {
         "project": Field(text(_optional_absolute)),
@@ -263,6 +302,7 @@ def _intent_table(places: Places) -> own_files.Table[Intent]:
         "temps": Field(list_of(text(_temp_name)), default=[]),
         "undo": Field(optional(undo), default=None),
         "project": Field(optional(project), default=None),
+        "whole": Field(list_of(whole), default=[]),
     }, check=_same_link_path)
 
 
@@ -294,6 +334,8 @@ def _finish(paths: LibraryPaths, intent: Intent, sync_daemon: Callable[[], None]
     outcome = Outcome()
     steps = intent.steps()
     taken = 0
+    if intent.whole:
+        sync_daemon()  # the views a directory served whole is re-pointed to are served first
     try:
         _clean_temps(steps)
         for step in steps:
@@ -423,6 +465,9 @@ def _links_into(mnt: Path, places: Places) -> bool:
     """Whether any agent directory of this home holds a link into the library's `mnt`."""
     inside = f"{mnt}{os.sep}"
     for directory in sorted(places.agent_directories):
+        with contextlib.suppress(OSError):  # a directory served whole is itself such a link
+            if os.readlink(directory).startswith(inside):
+                return True
         with contextlib.suppress(OSError), os.scandir(directory) as entries:
             for entry in entries:
                 if entry.is_symlink() and os.readlink(entry.path).startswith(inside):

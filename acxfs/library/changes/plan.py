@@ -4,7 +4,9 @@ Invariant: a `Plan` only computes; it touches no file.  Its link steps take the 
 an identity from the revision served now to the one served after, in each agent directory
 the identity is linked into: links of kept skills are re-pointed (one rename each), links of
 dropped skills removed, links of new skills made.  Store files no revision names any more are
-deleted only after the new state is committed.
+deleted only after the new state is committed.  In an agent directory served whole
+(`acxfs.library.store.views`) links are recorded, never made: the one link that is the
+directory is re-pointed to the view showing them, whenever what it shows changes.
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ from pathlib import Path
 from acxfs.errors import RefusedError
 from acxfs.library.changes import journal
 from acxfs.library.links.agent_links import Link
-from acxfs.library.store import owners, versions
+from acxfs.library.store import owners, versions, views
 from acxfs.library.store.state import Installed, LibraryState, Revision
 
 
@@ -118,8 +120,58 @@ class Plan:
         self.repoint.append((link, moved))
         return moved
 
-    def intent(self, op: str) -> journal.Intent:
-        keep = self.after.store_files()
-        dropped = sorted(self.before.store_files() - keep)
-        return journal.Intent(op, make=self.make, repoint=self.repoint, remove=self.remove,
-                              state=self.after.to_json(), delete_files=dropped)
+    def serve_whole(self, directory: str) -> None:
+        """Serve the agent directory `directory` whole: the links acxfs made in it go (the
+        state keeps recording them), and the directory becomes one link to their view."""
+        self.after.whole.setdefault(directory, "")  # the view it links to is set by `intent`
+        for item in self.after.installed.values():
+            self.remove.extend(link for link in item.links if link.directory == directory)
+
+    def serve_links(self, directory: str) -> None:
+        """Serve the agent directory `directory` as links again: the link that is the
+        directory becomes an empty directory, and every recorded link is made in it."""
+        self.after.whole.pop(directory, None)
+        for item in self.after.installed.values():
+            self.make.extend(link for link in item.links if link.directory == directory)
+
+    def views_changed(self, mnt: Path) -> bool:
+        """Whether a directory served whole would link to another view than it does."""
+        links = self.after.links()
+        return any(self.before.whole.get(d) != views.view_target(mnt, links, d)
+                   for d in self.after.whole) or set(self.before.whole) != set(self.after.whole)
+
+    def intent(self, op: str, mnt: Path) -> journal.Intent:
+        return library_intent(op, self.before, self.after, mnt, self.make, self.repoint,
+                              self.remove)
+
+
+def library_intent(op: str, before: LibraryState, after: LibraryState, mnt: Path,
+                   make: list[Link] | None = None,
+                   repoint: list[tuple[Link, Link]] | None = None,
+                   remove: list[Link] | None = None) -> journal.Intent:
+    """The intent that takes the library from `before` to `after` (its link steps given):
+    the steps of links in a directory served whole (before, for a link there; after, for a
+    link made there) are left out, and each such directory is linked to the view showing
+    `after`'s links in it, which `after` records."""
+    was, now = set(before.whole), set(after.whole)
+    made = [link for link in make or [] if link.directory not in now]
+    gone = [link for link in remove or [] if link.directory not in was]
+    moved: list[tuple[Link, Link]] = []
+    for old, new in repoint or []:
+        if old.directory not in was and new.directory not in now:
+            moved.append((old, new))
+        elif old.directory not in was:
+            gone.append(old)
+        elif new.directory not in now:
+            made.append(new)
+    links = after.links()
+    whole: list[journal.WholeStep] = []
+    for directory in sorted(now):
+        view = views.view_target(mnt, links, directory)
+        after.whole[directory] = view
+        if before.whole.get(directory) != view:
+            whole.append(journal.WholeStep(directory, before.whole.get(directory), view))
+    whole += [journal.WholeStep(d, before.whole[d], None) for d in sorted(was - now)]
+    dropped = sorted(before.store_files() - after.store_files())
+    return journal.Intent(op, make=made, repoint=moved, remove=gone, whole=whole,
+                          state=after.to_json(), delete_files=dropped)

@@ -148,6 +148,83 @@ def remove(link: Link, temp: str | None = None) -> str | None:
     return None
 
 
+# --- a directory served whole: the directory itself becomes one link, and back ---------------
+
+
+def _real_dir(fd: int, name: str) -> bool:
+    try:
+        return stat.S_ISDIR(os.stat(name, dir_fd=fd, follow_symlinks=False).st_mode)
+    except FileNotFoundError:
+        return False
+
+
+def _empty_dir(fd: int, name: str) -> bool | None:
+    """Whether `name` in `fd` is an empty real directory (None: nothing is there)."""
+    try:
+        info = os.stat(name, dir_fd=fd, follow_symlinks=False)
+    except FileNotFoundError:
+        return None
+    if not stat.S_ISDIR(info.st_mode):
+        return False
+    inner = os.open(name, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=fd)
+    try:
+        return not os.listdir(inner)
+    finally:
+        os.close(inner)
+
+
+def whole_conflict(link: Link) -> str | None:
+    """Why the agent directory `link.path` cannot become the link `link` (None: it is absent,
+    an empty directory, or that link already)."""
+    try:
+        with _directory(Path(link.directory), create=False) as fd:
+            if _current(fd, link.name) == link.target or _empty_dir(fd, link.name) is not False:
+                return None
+    except FileNotFoundError:
+        return None
+    return (f"{link.path} holds what acxfs did not make (only a directory that is absent or "
+            "holds nothing but acxfs's links can be served whole)")
+
+
+def make_whole(link: Link) -> str | None:
+    """Turn the agent directory at `link.path` into the link `link`: where nothing is, or
+    where it is an empty directory (the links acxfs had in it removed by the steps before)."""
+    try:
+        with _refusals(link.directory), _directory(Path(link.directory), create=True) as fd:
+            if _current(fd, link.name) == link.target:
+                return None
+            if _empty_dir(fd, link.name):
+                os.rmdir(link.name, dir_fd=fd)
+            try:
+                safe_links.symlink_new_at(fd, link.name, link.target)
+            except FileExistsError:
+                return f"{link.path} holds what acxfs did not make; left alone"
+    except UnsafePathError as exc:
+        return f"{exc}; left alone"
+    return None
+
+
+def unmake_whole(link: Link, temp: str | None = None) -> str | None:
+    """Turn the link `link` acxfs made for an agent directory back into an empty directory
+    (for the links the next steps make in it)."""
+    try:
+        with _refusals(link.directory), _directory(Path(link.directory), create=False) as fd:
+            found = _current(fd, link.name)
+            if found == link.target:
+                safe_links.remove_symlink_at(fd, link.name, expect_target=link.target,
+                                             aside_name=temp)
+            elif found is not None and not _real_dir(fd, link.name):
+                return f"{link.path} was changed by hand; left alone"
+            if _current(fd, link.name) is None:
+                os.mkdir(link.name, 0o755, dir_fd=fd)
+                safe_dirs.fsync_dir(fd)
+    except (FileNotFoundError, NotADirectoryError):
+        return None
+    except UnsafePathError:
+        return f"{link.path} was changed by hand; left alone"
+    return None
+
+
 # --- undoing a change: each step back only where the step's own link is ----------------------
 
 
@@ -210,6 +287,47 @@ def states_of(links: list[Link]) -> list[str]:
             for index in indexes:
                 found[index] = "changed"
     return found
+
+
+def whole_link(directory: str, target: str) -> Link:
+    """The link that is the agent directory `directory` served whole, in its parent."""
+    parent, name = os.path.split(directory)
+    return Link(parent, name, target)
+
+
+def states_in(links: list[Link], whole: dict[str, str]) -> list[str]:
+    """`states_of`, where a link in a directory served whole (`whole`: directory -> its
+    view) is as the link that is its directory is."""
+    found = states_of([whole_link(link.directory, whole[link.directory])
+                       if link.directory in whole else link for link in links])
+    return found
+
+
+def foreign_entries(directory: str, recorded: set[tuple[str, str]]) -> str | None:
+    """Why the agent directory `directory` cannot be served whole (None: it is absent, or a
+    directory holding nothing but links acxfs `recorded`, as (name, target))."""
+    parent, name = os.path.split(directory)
+    link = Link(parent, name, "")
+    try:
+        with _directory(Path(link.directory), create=False) as fd:
+            found = _current(fd, link.name)
+            if found is None:
+                return None
+            if found == "" and _real_dir(fd, link.name):
+                inner = os.open(link.name, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW |
+                                os.O_CLOEXEC, dir_fd=fd)
+                try:
+                    strangers = sorted(name for name in os.listdir(inner)
+                                       if (name, _current(inner, name) or "") not in recorded)
+                finally:
+                    os.close(inner)
+                if not strangers:
+                    return None
+                return (f"{directory} holds {', '.join(strangers[:3])}"
+                        f"{' and more' if len(strangers) > 3 else ''}, which acxfs did not make")
+    except FileNotFoundError:
+        return None
+    return f"{directory} is not a directory acxfs can replace (it is a link or a file)"
 
 
 def state_of(link: Link) -> str:

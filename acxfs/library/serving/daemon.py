@@ -6,8 +6,11 @@ store as it is now, identity, signed release and skills as the library recorded 
 the policy in effect (`policy.json`) allows its source, publisher and key, and only under a
 served name no other bundle has (`served_names`); from then on every byte is verified
 when read, as in any acxfs mount.  A bundle that fails its check is not served and the reason
-is kept for `acxfs list`.  The daemon takes changes only over its control channel
-(`control.py`), from its owner.  A daemon whose control socket is gone, or the stale mount of
+is kept for `acxfs list`.  An agent directory served whole is a view (`views`) of skills of
+served bundles, each the very source its bundle is served through; the views of a change
+written down but not yet carried out (the journal's intent) are served before its links
+move.  The daemon takes changes only over its control channel (`control.py`), from its
+owner.  A daemon whose control socket is gone, or the stale mount of
 one that died, is found by its mount (`orphan`) and unmounted by `down` and before `up`
 starts a new one.  Whether a daemon runs is asked of its socket (`control.running`): only a
 command that starts or stops one imports this module and the mount stack under it.
@@ -18,25 +21,29 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import os
+import posixpath
 import re
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from acxfs import formats
 from acxfs.container import Report
 from acxfs.content.cache import VerifiedCache, process_cache
 from acxfs.errors import AcxfsError, TrustConfigError, UntrustedError
+from acxfs.library.changes import journal
 from acxfs.library.links import agent_links, guard
 from acxfs.library.serving.control import ControlServer, Op, running
 from acxfs.library.serving.schedule import Schedule, run_check
+from acxfs.library.store import views
 from acxfs.library.store.checks import load_checks, parse_time
 from acxfs.library.store.served_names import served_name
 from acxfs.library.store.state import (
     DEFAULT_REFRESH_EVERY,
     LibraryState,
+    Places,
     Revision,
     load_state,
 )
@@ -48,6 +55,7 @@ from acxfs.mount.records import alive, log_line, read_state
 from acxfs.mount.router import Mounted
 from acxfs.mount.table import canonical, live_mounts
 from acxfs.paths import LibraryPaths
+from acxfs.safe import own_files
 from acxfs.sources.policy import load_policy
 from acxfs.trust.policy import TrustContext
 from acxfs.trust.store import load_trust
@@ -79,6 +87,8 @@ class LibraryDaemon:
     served: dict[str, Mounted] = field(default_factory=dict)
     files: dict[str, str] = field(default_factory=dict)  # prefix -> store file
     refused: dict[str, str] = field(default_factory=dict)  # prefix -> why
+    shown: dict[str, Mounted] = field(default_factory=dict)  # "<view>/<skill>" -> its source
+    views: frozenset[str] = frozenset()  # the views served
     _control: ControlServer | None = None
     schedule: Schedule | None = None
     after_live: Callable[[], None] | None = None
@@ -193,6 +203,55 @@ class LibraryDaemon:
         self.files.pop(prefix, None)
         if mounted is not None and self.ops is not None:
             self.ops.detach(prefix)
+        if mounted is not None:  # and every view showing a skill of it, with it
+            for entry in [e for e, m in self.shown.items() if m.source is mounted.source]:
+                self._hide(entry)
+
+    # --- views of agent directories served whole ---------------------------------------
+
+    def _show(self, wanted: dict[str, dict[str, str]]) -> None:
+        """Serve exactly the views `wanted` (name -> content), each skill in it through the
+        source its revision is served with now (none for a revision not served)."""
+        entries: dict[str, Mounted] = {}
+        for name, content in wanted.items():
+            for skill, (served, inside) in views.served_paths(content, self.paths.mnt).items():
+                mounted = self.served.get(served)
+                if mounted is not None:
+                    entry = f"{name}/{skill}"
+                    root = posixpath.join(mounted.root, inside) if mounted.root else inside
+                    entries[entry] = replace(mounted, prefix=entry, root=root)
+        for entry, mounted in list(self.shown.items()):
+            if entries.get(entry) != mounted:
+                self._hide(entry)
+        self.views = frozenset(wanted)
+        if self.ops is not None:
+            self.ops.reserve(self.views)
+        for entry, mounted in entries.items():
+            if entry not in self.shown:
+                if self.ops is not None:
+                    self.ops.attach(entry, mounted)
+                self.shown[entry] = mounted
+
+    def _hide(self, entry: str) -> None:
+        if self.shown.pop(entry, None) is not None and self.ops is not None:
+            self.ops.detach(entry)
+
+    def _wanted(self) -> tuple[LibraryState | None, list[LibraryState]]:
+        """The committed state, and every state whose revisions and views are served: it
+        and the state of a change written down and not being undone (whose links move once
+        what they lead to is served)."""
+        state = load_state(self.paths.state)
+        states = [state] if state is not None else []
+        try:
+            data = own_files.read_file(self.paths.intent, journal.MAX_INTENT_BYTES)
+            if data is not None:
+                intent = journal.Intent.from_json(data, self.paths.intent,
+                                                  Places.of(self.paths.root))
+                if intent.undo is None:
+                    states.append(LibraryState.from_json(intent.state, self.paths.intent))
+        except (AcxfsError, OSError):
+            pass  # a damaged intent is the next command's to report; nothing of it is served
+        return state, states
 
     def initial(self, state: LibraryState) -> list[Mounted]:
         """Check every installed revision before the mount exists."""
@@ -207,12 +266,13 @@ class LibraryDaemon:
                 self._attach(self.open_revision(rev.file, trust, rev), rev.file)
             except (AcxfsError, OSError, ValueError) as exc:
                 self.refused[rev.prefix] = str(exc)
-        return list(self.served.values())
+        self._show(state.views(self.paths.mnt))
+        return [*self.served.values(), *self.shown.values()]
 
     def sync(self, recheck: bool) -> None:
         """Serve exactly the library's revisions (re-checking the served ones on `recheck`)."""
-        state = load_state(self.paths.state)
-        wanted = {r.prefix: r for r in state.revisions()} if state else {}
+        state, states = self._wanted()
+        wanted = {r.prefix: r for each in states for r in each.revisions()}
         for prefix in list(self.served):
             if prefix not in wanted:
                 self._detach(prefix)
@@ -236,6 +296,8 @@ class LibraryDaemon:
             except (AcxfsError, OSError, ValueError) as exc:
                 self._detach(prefix)
                 self.refused[prefix] = str(exc)
+        self._show({name: content for each in states
+                    for name, content in each.views(self.paths.mnt).items()})
 
     # --- the control channel -------------------------------------------------------------
 
@@ -270,6 +332,8 @@ class LibraryDaemon:
     def status(self) -> dict[str, object]:
         return {"ok": True, "pid": os.getpid(), "mountpoint": str(self.paths.mnt),
                 "served": dict(self.files), "refused": dict(self.refused),
+                "views": {name: sorted(e.partition("/")[2] for e in self.shown
+                                       if e.partition("/")[0] == name) for name in self.views},
                 "failures": self.failures()}
 
     def failures(self) -> list[dict[str, str]]:
@@ -282,6 +346,7 @@ class LibraryDaemon:
         """In the daemon, once the mount is live: take requests from now on."""
         self.ops = ops
         agent_links.private_dir(self.paths.control_dir)
+        ops.reserve(self.views)  # an empty view has no entry to make it
         self._control = ControlServer(self.paths.socket, self.handle)
         self._control.start()
         if self.after_live is not None:

@@ -24,6 +24,7 @@ from acxfs.container import FORMAT_NAMES, SEGMENT_RE
 from acxfs.errors import EnvironmentProblem
 from acxfs.library.links.agent_links import Link
 from acxfs.library.links.agents import AGENTS
+from acxfs.library.store import views
 from acxfs.library.store.served_names import served_name
 from acxfs.paths import home as user_home
 from acxfs.safe import dirs as safe_dirs
@@ -138,6 +139,22 @@ class LibraryState:
     bindings: dict[str, Binding] = field(default_factory=dict)  # by identity
     sources: dict[str, SourceMemory] = field(default_factory=dict)  # by normalised source
     refresh_every: int | None = DEFAULT_REFRESH_EVERY  # seconds; None: the daemon checks none
+    # agent directories served whole (`views`): directory -> the view its link points to
+    whole: dict[str, str] = field(default_factory=dict)
+
+    def links(self) -> list[Link]:
+        """Every link of the installed identities (in a directory served whole: recorded,
+        not made; its view shows them)."""
+        return [link for item in self.installed.values() for link in item.links]
+
+    def views(self, mnt: Path) -> dict[str, dict[str, str]]:
+        """The views the agent directories served whole show now: view name -> content."""
+        links = self.links()
+        found: dict[str, dict[str, str]] = {}
+        for directory in self.whole:
+            content = views.shown(links, directory)
+            found[views.view_name(content)] = content
+        return found
 
     def revisions(self) -> list[Revision]:
         """Every revision some scope names: the ones the daemon serves."""
@@ -177,12 +194,14 @@ class LibraryState:
         return None
 
     def to_json(self) -> str:
-        doc = {"schema": SCHEMA, "trustDir": self.trust_dir,
+        doc: dict[str, object] = {"schema": SCHEMA, "trustDir": self.trust_dir,
                "installed": {k: asdict(v) for k, v in sorted(self.installed.items())},
                "floors": {k: asdict(v) for k, v in sorted(self.floors.items())},
                "projects": {k: asdict(v) for k, v in sorted(self.projects.items())},
                "bindings": {k: asdict(v) for k, v in sorted(self.bindings.items())},
                "refreshEvery": self.refresh_every}
+        if self.whole:
+            doc["whole"] = dict(sorted(self.whole.items()))
         if self.sources:
             doc["sources"] = {k: v.to_doc() for k, v in sorted(self.sources.items())}
         return json.dumps(doc, indent=2, sort_keys=True) + "\n"
@@ -347,6 +366,9 @@ class Places:
         inside = value.startswith(self.mnt + "/") and os.path.normpath(value) == value
         return None if inside else f"not a path inside the library's mountpoint {self.mnt}"
 
+    def view_target(self, value: str) -> str | None:
+        return views.view_target_problem(self.mnt, value)
+
     def project_directory(self, value: str) -> str | None:
         """An agent directory of this home, or a project's (`DIR/.agents/skills`,
         `DIR/.claude/skills`, DIR absolute)."""
@@ -432,6 +454,7 @@ class Places:
             "sources": Field(map_of(_source_key, _source_memory_table()), default={}),
             "refreshEvery": Field(optional(integer), attr="refresh_every",
                                   default=DEFAULT_REFRESH_EVERY),
+            "whole": Field(map_of(self.agent_directory, text(self.view_target)), default={}),
         }, check=_state_check)
 
 
