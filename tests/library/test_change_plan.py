@@ -96,7 +96,7 @@ def test_an_update_drops_the_revision_before_the_previous_one_from_the_store() -
     one, two, three = rev("1.0.0"), rev("2.0.0"), rev("3.0.0")
     plan = Plan.of(installed(two, one))
     plan.install(three, [AGENTS], MNT)
-    intent = plan.intent("update")
+    intent = plan.intent("update", MNT)
     assert intent.delete_files == [one.file]
     assert plan.after.installed[ID].revisions() == [three, two]
     assert json.loads(intent.state)["installed"][ID]["previous"]["version"] == "2.0.0"
@@ -120,7 +120,7 @@ def test_a_revert_serves_the_previous_revision_and_keeps_the_current_one() -> No
     assert plan.remove == links_of(two, [AGENTS, CLAUDE], ("beta",))
     assert plan.make == []
     assert plan.after.floors[ID].version == "2.0.0"  # a revert never lowers the floor
-    assert plan.intent("revert").delete_files == []
+    assert plan.intent("revert", MNT).delete_files == []
 
 
 def test_a_revert_without_a_previous_revision_is_refused() -> None:
@@ -148,7 +148,7 @@ def test_the_intent_holds_every_step_and_the_state_to_commit() -> None:
     one = rev("1.0.0")
     plan = Plan.of(LibraryState("/trust"))
     plan.install(one, [AGENTS], MNT)
-    intent = plan.intent("add")
+    intent = plan.intent("add", MNT)
     assert intent.op == "add" and intent.make == plan.make and intent.delete_files == []
     places = Places(str(MNT), frozenset({str(AGENTS), str(CLAUDE)}))  # what the state may name
     read = LibraryState.from_json(intent.state, Path("x"), places)
