@@ -123,9 +123,8 @@ class WholeStep:
 
     def links(self) -> tuple[Link | None, Link | None]:
         """The link that is the directory, before and after, as a link in its parent."""
-        parent, name = os.path.split(self.directory)
-        return (None if self.old is None else Link(parent, name, self.old),
-                None if self.new is None else Link(parent, name, self.new))
+        return (None if self.old is None else agent_links.whole_link(self.directory, self.old),
+                None if self.new is None else agent_links.whole_link(self.directory, self.new))
 
 
 @dataclass(frozen=True)

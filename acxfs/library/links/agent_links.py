@@ -151,39 +151,28 @@ def remove(link: Link, temp: str | None = None) -> str | None:
 # --- a directory served whole: the directory itself becomes one link, and back ---------------
 
 
-def _real_dir(fd: int, name: str) -> bool:
+@contextlib.contextmanager
+def _real_dir(fd: int, name: str) -> Iterator[int | None]:
+    """`name` in `fd` opened as a directory, never through a link (None: nothing is there,
+    or it is not a real directory)."""
     try:
-        return stat.S_ISDIR(os.stat(name, dir_fd=fd, follow_symlinks=False).st_mode)
-    except FileNotFoundError:
-        return False
-
-
-def _empty_dir(fd: int, name: str) -> bool | None:
-    """Whether `name` in `fd` is an empty real directory (None: nothing is there)."""
+        inner = os.open(name, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC,
+                        dir_fd=fd)
+    except OSError as exc:
+        if exc.errno not in (errno.ENOENT, errno.ENOTDIR, errno.ELOOP):
+            raise
+        yield None
+        return
     try:
-        info = os.stat(name, dir_fd=fd, follow_symlinks=False)
-    except FileNotFoundError:
-        return None
-    if not stat.S_ISDIR(info.st_mode):
-        return False
-    inner = os.open(name, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=fd)
-    try:
-        return not os.listdir(inner)
+        yield inner
     finally:
         os.close(inner)
 
 
-def whole_conflict(link: Link) -> str | None:
-    """Why the agent directory `link.path` cannot become the link `link` (None: it is absent,
-    an empty directory, or that link already)."""
-    try:
-        with _directory(Path(link.directory), create=False) as fd:
-            if _current(fd, link.name) == link.target or _empty_dir(fd, link.name) is not False:
-                return None
-    except FileNotFoundError:
-        return None
-    return (f"{link.path} holds what acxfs did not make (only a directory that is absent or "
-            "holds nothing but acxfs's links can be served whole)")
+def _entries(fd: int, name: str) -> list[str] | None:
+    """The names in the real directory `name` of `fd` (None: it is not one, or not there)."""
+    with _real_dir(fd, name) as inner:
+        return None if inner is None else os.listdir(inner)
 
 
 def make_whole(link: Link) -> str | None:
@@ -193,7 +182,7 @@ def make_whole(link: Link) -> str | None:
         with _refusals(link.directory), _directory(Path(link.directory), create=True) as fd:
             if _current(fd, link.name) == link.target:
                 return None
-            if _empty_dir(fd, link.name):
+            if _entries(fd, link.name) == []:
                 os.rmdir(link.name, dir_fd=fd)
             try:
                 safe_links.symlink_new_at(fd, link.name, link.target)
@@ -213,7 +202,7 @@ def unmake_whole(link: Link, temp: str | None = None) -> str | None:
             if found == link.target:
                 safe_links.remove_symlink_at(fd, link.name, expect_target=link.target,
                                              aside_name=temp)
-            elif found is not None and not _real_dir(fd, link.name):
+            elif found is not None and _entries(fd, link.name) is None:
                 return f"{link.path} was changed by hand; left alone"
             if _current(fd, link.name) is None:
                 os.mkdir(link.name, 0o755, dir_fd=fd)
@@ -298,29 +287,22 @@ def whole_link(directory: str, target: str) -> Link:
 def states_in(links: list[Link], whole: dict[str, str]) -> list[str]:
     """`states_of`, where a link in a directory served whole (`whole`: directory -> its
     view) is as the link that is its directory is."""
-    found = states_of([whole_link(link.directory, whole[link.directory])
-                       if link.directory in whole else link for link in links])
-    return found
+    return states_of([whole_link(link.directory, whole[link.directory])
+                      if link.directory in whole else link for link in links])
 
 
 def foreign_entries(directory: str, recorded: set[tuple[str, str]]) -> str | None:
     """Why the agent directory `directory` cannot be served whole (None: it is absent, or a
     directory holding nothing but links acxfs `recorded`, as (name, target))."""
-    parent, name = os.path.split(directory)
-    link = Link(parent, name, "")
+    link = whole_link(directory, "")
     try:
-        with _directory(Path(link.directory), create=False) as fd:
-            found = _current(fd, link.name)
-            if found is None:
+        with _directory(Path(link.directory), create=False) as fd, \
+                _real_dir(fd, link.name) as inner:
+            if inner is None and _current(fd, link.name) is None:
                 return None
-            if found == "" and _real_dir(fd, link.name):
-                inner = os.open(link.name, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW |
-                                os.O_CLOEXEC, dir_fd=fd)
-                try:
-                    strangers = sorted(name for name in os.listdir(inner)
-                                       if (name, _current(inner, name) or "") not in recorded)
-                finally:
-                    os.close(inner)
+            if inner is not None:
+                strangers = sorted(name for name in os.listdir(inner)
+                                   if (name, _current(inner, name) or "") not in recorded)
                 if not strangers:
                     return None
                 return (f"{directory} holds {', '.join(strangers[:3])}"
