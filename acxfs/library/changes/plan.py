@@ -136,9 +136,7 @@ class Plan:
 
     def views_changed(self, mnt: Path) -> bool:
         """Whether a directory served whole would link to another view than it does."""
-        links = self.after.links()
-        return any(self.before.whole.get(d) != views.view_target(mnt, links, d)
-                   for d in self.after.whole) or set(self.before.whole) != set(self.after.whole)
+        return bool(whole_steps(self.before, self.after, mnt))
 
     def intent(self, op: str, mnt: Path) -> journal.Intent:
         return library_intent(op, self.before, self.after, mnt, self.make, self.repoint,
@@ -164,14 +162,24 @@ def library_intent(op: str, before: LibraryState, after: LibraryState, mnt: Path
             gone.append(old)
         elif new.directory not in now:
             made.append(new)
-    links = after.links()
-    whole: list[journal.WholeStep] = []
-    for directory in sorted(now):
-        view = views.view_target(mnt, links, directory)
-        after.whole[directory] = view
-        if before.whole.get(directory) != view:
-            whole.append(journal.WholeStep(directory, before.whole.get(directory), view))
-    whole += [journal.WholeStep(d, before.whole[d], None) for d in sorted(was - now)]
+    whole = whole_steps(before, after, mnt)
+    for step in whole:
+        if step.new is not None:
+            after.whole[step.directory] = step.new
     dropped = sorted(before.store_files() - after.store_files())
     return journal.Intent(op, make=made, repoint=moved, remove=gone, whole=whole,
                           state=after.to_json(), delete_files=dropped)
+
+
+def whole_steps(before: LibraryState, after: LibraryState, mnt: Path) -> list[journal.WholeStep]:
+    """How each directory served whole, before or after, changes: linked to the view showing
+    `after`'s links in it where that is not the view `before` records, or a directory of
+    links again where `after` no longer serves it whole."""
+    links = after.links()
+    steps: list[journal.WholeStep] = []
+    for directory in sorted(after.whole):
+        view = views.view_target(mnt, links, directory)
+        if before.whole.get(directory) != view:
+            steps.append(journal.WholeStep(directory, before.whole.get(directory), view))
+    return steps + [journal.WholeStep(d, before.whole[d], None)
+                    for d in sorted(set(before.whole) - set(after.whole))]
