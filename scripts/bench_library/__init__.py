@@ -1,6 +1,8 @@
 """The skills library at scale, side by side in one run: N single-skill bundles installed as
 
     library             `acxfs add` into the library: one daemon, a link per skill and agent
+    library, whole      the same after `acxfs layout whole`: each agent directory one link to
+                        a view of the mount, every skill a real directory in it
     per-bundle mounts   one `acxfs mount` (one daemon) per bundle at ~/.claude/skills/<skill>
     copies behind links `acxfs extract --skill` of each at the real path the library's links
                         point to, but in a plain directory, behind links like the library's
@@ -12,7 +14,7 @@ start-up and after reading every SKILL.md, start-up until every link resolves, a
 small bundle (its full check included; not for the copies behind links), and a cold read of
 every SKILL.md through the agent directories; at the largest N, the start-up of Claude Code and
 Codex (to their first model request, against a loopback mock) and of Gemini CLI and OpenCode (to
-the end of their own skill listing) with the library, the copies behind links and plain copies,
+the end of their own skill listing) with both libraries, the copies behind links and plain copies,
 cold and warm.
 A Markdown table of medians goes to stdout, every raw figure to `--json`.
 
@@ -24,7 +26,7 @@ every daemon started there is stopped, every mount there unmounted and the direc
     python3 -m scripts.bench_library --json bench-out/library.json
 
 Modules: `config` (columns, measures, the run's configuration), `system` (commands, daemons,
-isolated homes, cleanup), `bundles` (the single-skill cartridges), `columns` (the four ways to
+isolated homes, cleanup), `bundles` (the single-skill cartridges), `columns` (the five ways to
 install), `measuring` (one rep, one N, the run), `startup` (the agents' start-up), `report`
 (table, targets, JSON), `__main__` (arguments and the run). `profile` (with `probe` and
 `ftrace`) is a separate command: where each millisecond of `up` and of a cold first read goes.

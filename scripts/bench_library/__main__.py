@@ -24,7 +24,8 @@ from scripts.bench_library.system import remove_tree, stop_daemons
 def parse_args(argv: Sequence[str] | None) -> Config:
     parser = argparse.ArgumentParser(
         prog="python3 -m scripts.bench_library",
-        description="N single-skill bundles as the acxfs skills library, as per-bundle "
+        description="N single-skill bundles as the acxfs skills library (a link per skill, "
+        "and agent directories served whole), as per-bundle "
         "acxfs mounts, as copies behind the library's links and as plain copies, side by "
         "side.",
         epilog="example:\n  python3 -m scripts.bench_library --sizes 10,50 --reps 5 "
@@ -39,7 +40,8 @@ def parse_args(argv: Sequence[str] | None) -> Config:
     parser.add_argument("--keep", action="store_true", help="keep the run directory")
     slugs = ",".join(kind.slug for kind in COLUMN_TYPES)
     parser.add_argument("--columns", default=slugs, metavar="LIST",
-                        help="subset of lib (library), mnt (per-bundle mounts), ln (copies "
+                        help="subset of lib (library, a link per skill), lw (library, agent "
+                        "directories served whole), mnt (per-bundle mounts), ln (copies "
                         "behind links: the library's links and layout, no daemon), cp (plain "
                         "copies); default: all")
     parser.add_argument("--agents", metavar="LIST",

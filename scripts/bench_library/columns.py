@@ -1,5 +1,7 @@
-"""The four ways to install N bundles, each a column of the table: the skills library (one
-daemon), one `acxfs mount` per bundle, copies behind links (plain copies at the real paths the
+"""The five ways to install N bundles, each a column of the table: the skills library (one
+daemon) with a link per skill, the same library with each agent directory served whole
+(`acxfs layout whole`: the directory one link to a view of the mount), one `acxfs mount` per
+bundle, copies behind links (plain copies at the real paths the
 library's links point to, behind links named like the library's: the library without its
 daemon), and plain copies (`acxfs extract`, the floor).
 
@@ -18,7 +20,15 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from scripts.bench.system import fusermount_u, tool
-from scripts.bench_library.config import COPIES, LIBRARY, LINKED, MOUNTS, BenchError, Bundle
+from scripts.bench_library.config import (
+    COPIES,
+    LIBRARY,
+    LIBRARY_WHOLE,
+    LINKED,
+    MOUNTS,
+    BenchError,
+    Bundle,
+)
 from scripts.bench_library.system import (
     isolated_env,
     remove_tree,
@@ -117,6 +127,30 @@ class LibraryColumn(Column):
         with contextlib.suppress(BenchError):
             self.acxfs("down")
         super().stop()
+
+
+class LibraryWholeColumn(LibraryColumn):
+    """The library with every agent directory served whole: each directory is one link to a
+    view of the mount, so a skill is a real directory of the mount, with no link of its own."""
+
+    name = LIBRARY_WHOLE
+    slug = "lw"
+    directories = (".agents", ".claude")
+
+    def links(self, bundle: Bundle) -> list[Path]:
+        return [self.home / d / "skills" for d in self.directories]
+
+    def resolves(self, bundle: Bundle) -> bool:
+        return all(link.is_symlink() and (link / bundle.skill / "SKILL.md").is_file()
+                   for link in self.links(bundle))
+
+    def install(self, bundles: list[Bundle]) -> float | None:
+        self.bundles = bundles
+        self.acxfs("up")
+        self.acxfs("layout", "whole")  # before any bundle: every add then shows in the view
+        took = timed(lambda: self.acxfs("add", *(str(b.path) for b in bundles)))
+        self.down()
+        return took
 
 
 class MountsColumn(Column):
@@ -240,5 +274,5 @@ def _inside(path: Path, base: Path) -> Path:
         raise BenchError(f"the library put {path} outside {base}; cannot lay copies out "
                          "like it") from None
 
-COLUMN_TYPES: tuple[type[Column], ...] = (LibraryColumn, MountsColumn, LinkedCopiesColumn,
-                                          CopiesColumn)
+COLUMN_TYPES: tuple[type[Column], ...] = (LibraryColumn, LibraryWholeColumn, MountsColumn,
+                                          LinkedCopiesColumn, CopiesColumn)

@@ -1,4 +1,4 @@
-"""What a library benchmark run measures: the four columns, the measures of each N, the
+"""What a library benchmark run measures: the five columns, the measures of each N, the
 run's configuration, and the shape of its results.
 """
 
@@ -9,9 +9,11 @@ from pathlib import Path
 
 from scripts.bench.results import Cell
 
-LIBRARY, MOUNTS, LINKED, COPIES = ("library", "per-bundle mounts", "copies behind links",
-                                   "plain copies")
-COLUMNS = (LIBRARY, MOUNTS, LINKED, COPIES)
+LIBRARY, LIBRARY_WHOLE, MOUNTS, LINKED, COPIES = (
+    "library", "library, directories whole", "per-bundle mounts", "copies behind links",
+    "plain copies")
+COLUMNS = (LIBRARY, LIBRARY_WHOLE, MOUNTS, LINKED, COPIES)
+LIBRARIES = (LIBRARY, LIBRARY_WHOLE)  # the two layouts of the one library
 NO_DAEMON = (LINKED, COPIES)
 MEASURES = (  # key, label, unit
     ("install", "install all N (once)", "s"),

@@ -14,6 +14,7 @@ from scripts.bench.provenance import host_facts, host_line
 from scripts.bench_library.config import (
     COLUMNS,
     COPIES,
+    LIBRARIES,
     LIBRARY,
     LINKED,
     MEASURES,
@@ -76,10 +77,11 @@ VERDICTS = {True: "yes", False: "**no**", None: "cannot tell"}
 NOT_SCORED = "not a goal"  # the verdict of a row the issue reports but sets no limit for
 
 
-def targets(results: Results, n: int) -> list[tuple[str, str, str]]:
-    """The issue's targets for the library at N: (goal, figure, verdict). A goal's verdict is
-    yes, **no**, or cannot tell (no figure); a row with no limit is reported, never scored."""
-    def med(key: str, column: str = LIBRARY) -> float | None:
+def targets(results: Results, n: int, library: str = LIBRARY) -> list[tuple[str, str, str]]:
+    """The issue's targets for the library column `library` at N: (goal, figure, verdict). A
+    goal's verdict is yes, **no**, or cannot tell (no figure); a row with no limit is
+    reported, never scored."""
+    def med(key: str, column: str = library) -> float | None:
         cell = results.get((n, key, column))
         return cell.median if cell else None
 
@@ -89,7 +91,7 @@ def targets(results: Results, n: int) -> list[tuple[str, str, str]]:
 
     gated = sorted(key for key in STARTUP_KEYS if key.startswith(GATED))
     started = [r for key in gated if (r := ratio(key)) is not None]
-    rounds = round_ratios(results, n, gated)
+    rounds = round_ratios(results, n, gated, library)
     rows: tuple[tuple[str, float | None, str, float | None], ...] = (
         ("one daemon under 60 MiB RSS", med("rss_read"), "MiB", 60),
         ("`acxfs up` under 1 s", med("up"), "s", 1),
@@ -140,10 +142,13 @@ def render(cfg: Config, results: Results, notes: list[str], failures: list[str],
                   "| measure | " + " | ".join(GAP_COLUMNS) + " |",
                   "|---|" + "---:|" * len(GAP_COLUMNS)]
         lines += [f"| {label} | " + " | ".join(ratios) + " |" for label, ratios in split]
-    lines += ["", f"### Targets at N = {n} (library)", "", "| target | this run | met |",
-              "|---|---|---|"]
-    for goal, figure, verdict in targets(results, n):
-        lines.append(f"| {goal} | {figure} | {verdict} |")
+    for library in LIBRARIES:
+        if not any(size == n and column == library for size, _, column in results):
+            continue
+        lines += ["", f"### Targets at N = {n} ({library})", "", "| target | this run | met |",
+                  "|---|---|---|"]
+        lines += [f"| {goal} | {figure} | {verdict} |"
+                  for goal, figure, verdict in targets(results, n, library)]
     if failures:
         lines += ["", "Failed columns:", *(f"- {line}" for line in failures)]
     return "\n".join(lines) + "\n"
