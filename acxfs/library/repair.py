@@ -8,7 +8,11 @@ file whose bytes hash to its name and that passes its check against the trust st
 identity, version and skills read from its signed facts, as `add` reads them), and a link
 that is provably acxfs's: a symbolic link in an agent directory of this home, named like a
 skill of such a store file and aimed exactly at that skill's path in the library's
-mountpoint (or at the path an earlier acxfs served it at, re-pointed then).  Links are
+mountpoint (or at the path an earlier acxfs served it at, re-pointed then).  An agent
+directory that is itself a link aimed exactly at a view right below that mountpoint is
+acxfs's, served whole: it stays so, showing the skills its view's name proves it showed
+(the skills the daemon lists in it, or all of them, or those linked elsewhere, whichever
+hashes to that name), or, when none does, every skill the library keeps, said.  Links are
 changed only through one journalled intent, as every other change.
 """
 
@@ -26,12 +30,13 @@ from pathlib import Path
 from acxfs import formats, semver
 from acxfs.errors import AcxfsError, DaemonDown, DamagedState, ForeignDirectory, UnsafePathError
 from acxfs.library.changes import journal
-from acxfs.library.changes.plan import target
+from acxfs.library.changes.plan import library_intent, target
 from acxfs.library.links import agent_links, guard
 from acxfs.library.links.agent_links import Link
 from acxfs.library.links.agents import AGENTS
 from acxfs.library.manager import Library
 from acxfs.library.serving.control import ControlClient
+from acxfs.library.store import views
 from acxfs.library.store.served_names import earlier_path
 from acxfs.library.store.state import (
     Floor,
@@ -57,6 +62,7 @@ class _Rebuilt:
     """The state repair will commit and the link steps that take the links there."""
 
     state: LibraryState
+    whole: dict[str, str] = field(default_factory=dict)  # directory served whole -> its view
     make: list[Link] = field(default_factory=list)
     repoint: list[tuple[Link, Link]] = field(default_factory=list)
     remove: list[Link] = field(default_factory=list)
@@ -100,8 +106,9 @@ def repair(library: Library) -> int:
         found = [rev for name in store_files
                  if (rev := _check_store_file(paths.store, name, trust, library.note))]
         rebuilt = _rebuild(library, found, old, recorded)
-        intent = journal.Intent("repair", make=rebuilt.make, repoint=rebuilt.repoint,
-                                remove=rebuilt.remove, state=rebuilt.state.to_json())
+        before = LibraryState(recorded, whole=dict(rebuilt.whole))
+        intent = library_intent("repair", before, rebuilt.state, paths.mnt, rebuilt.make,
+                                rebuilt.repoint, rebuilt.remove)
         outcome = journal.carry_out(paths, intent, lambda: _sync(library))
     for line in outcome.skipped:
         library.note(printable(f"acxfs: note: {line}"))
@@ -212,15 +219,32 @@ def _why_not(fd: int, name: str, info: os.stat_result, trust: TrustContext) -> R
                     skills=skills, installed_at=installed)
 
 
-def _provable_links(library: Library, found: list[Revision]) -> list[tuple[Link, Revision]]:
-    """Every link in the agent directories that is provably acxfs's (module docstring), with
-    the revision it serves."""
+def _whole_directories(library: Library) -> dict[str, str]:
+    """Every agent directory that is provably acxfs's served whole (a link aimed exactly at a
+    view right below the library's mountpoint): directory -> that view."""
+    found: dict[str, str] = {}
+    for directory in _agent_directories(library.home):
+        try:
+            aimed = os.readlink(directory)
+        except OSError:
+            continue  # absent, or not a link: not served whole
+        if views.view_target_problem(str(library.paths.mnt), aimed) is None:
+            found[directory] = aimed
+    return found
+
+
+def _provable_links(library: Library, found: list[Revision],
+                    whole: dict[str, str]) -> list[tuple[Link, Revision]]:
+    """Every link in the agent directories not served whole (`whole`) that is provably
+    acxfs's (module docstring), with the revision it serves."""
     mnt = library.paths.mnt
     expected = {(skill, target(mnt, rev, skill)): rev for rev in found for skill in rev.skills}
     expected |= {(skill, str(mnt / earlier_path(rev.identity, rev.version, rev.digest) / skill)):
                  rev for rev in found for skill in rev.skills}
     links: list[tuple[Link, Revision]] = []
     for directory in _agent_directories(library.home):
+        if directory in whole:
+            continue  # never listed through its link
         try:
             path_fd = ownership.open_dir(directory, allow_user_symlink=True)
         except (FileNotFoundError, NotADirectoryError):
@@ -261,8 +285,9 @@ def _by_version(revisions: list[Revision]) -> list[Revision]:
 
 def _rebuild(library: Library, found: list[Revision], old: LibraryState | None,
              recorded: str) -> _Rebuilt:
-    links = _provable_links(library, found)
-    rebuilt = _Rebuilt(LibraryState(recorded, {}, dict(old.floors) if old else {}))
+    whole = _whole_directories(library)
+    links = _provable_links(library, found, whole)
+    rebuilt = _Rebuilt(LibraryState(recorded, {}, dict(old.floors) if old else {}), whole=whole)
     if old is not None:
         rebuilt.state.refresh_every = old.refresh_every
     by_identity: dict[str, list[Revision]] = {}
@@ -309,7 +334,37 @@ def _rebuild(library: Library, found: list[Revision], old: LibraryState | None,
         _complete(item, library.paths.mnt, rebuilt, library.note)
         rebuilt.state.installed[identity] = item
         _raise_floor(rebuilt.state, current, previous)
+    for directory, view in sorted(whole.items()):
+        _show_whole(rebuilt.state, directory, view, library.paths.mnt, library.note)
     return rebuilt
+
+
+def _show_whole(state: LibraryState, directory: str, view: str, mnt: Path, note: Say) -> None:
+    """Record `directory` served whole in `state`, showing the skills its view's name proves
+    it showed (module docstring), or every skill of `state` when no candidate hashes to it."""
+    offered = {skill: item for item in state.installed.values() for skill in item.current.skills}
+
+    def content(skills: set[str]) -> dict[str, str]:
+        return {s: target(mnt, offered[s].current, s) for s in skills}
+
+    try:
+        listed = set(os.listdir(view)) & set(offered)  # the daemon's, when it is up
+    except OSError:
+        listed = set()
+    linked = {link.name for item in state.installed.values() for link in item.links}
+    name = os.path.basename(view)
+    chosen = next((skills for skills in (listed, set(offered), linked & set(offered))
+                   if views.view_name(content(skills)) == name), None)
+    if chosen is None:
+        chosen = set(offered)
+        note(printable(f"acxfs: note: {directory} is served whole; which skills it showed "
+                       "cannot be proved, so it shows every skill of the library"))
+    for skill in sorted(chosen):
+        item = offered[skill]
+        item.links.append(Link(directory, skill, target(mnt, item.current, skill)))
+        if directory not in item.directories:
+            item.directories.append(directory)
+    state.whole[directory] = view
 
 
 def _complete(item: Installed, mnt: Path, rebuilt: _Rebuilt, note: Say) -> None:

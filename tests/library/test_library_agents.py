@@ -57,11 +57,16 @@ FD_BOUND = BULK + 64 + 32  # one per bundle at most, plus the process's own, plu
 POLL_WAIT = 4.5  # seconds: two of Claude Code's 2 s stat polls of its skill directories
 
 
-@pytest.fixture
-def library(tmp_path: Path, local_key: None) -> set[str]:
+LAYOUTS = ["links", "whole"]  # `acxfs layout`: a link per skill, or each directory one link
+
+
+@pytest.fixture(params=LAYOUTS)
+def library(request: pytest.FixtureRequest, tmp_path: Path, local_key: None) -> set[str]:
     """The three real cartridges, the real six-skill .azp and the packed demo, each trusted
-    and then added in one `acxfs add`; a fourth cartridge (ABSENT) packed but not added.
-    Returns the names of the skills added."""
+    and then added in one `acxfs add` (after `acxfs layout whole` in the whole layout); a
+    fourth cartridge (ABSENT) packed but not added. Returns the names of the skills added."""
+    if request.param == "whole":
+        ok(acxfs("layout", "whole"))
     for cart, publisher in (("rex-calder-1.0.0.acx", "io.github.calder-sec"),
                             ("ada-ridge-1.0.0.acx", "io.github.ridgeworks"),
                             ("scenario-research-designer.acx", "io.github.agentibus")):
@@ -302,10 +307,13 @@ def release(tmp_path: Path, name: str, description: str, version: str = "1.0.0",
                 version=version, epoch=epoch)
 
 
+@pytest.mark.parametrize("layout", LAYOUTS)
 def test_a_running_claude_is_sent_the_skills_added_or_changed_but_not_told_of_a_removal(
-    tmp_path: Path, project: Path, local_key: None
+    tmp_path: Path, project: Path, local_key: None, layout: str
 ) -> None:
     require("claude")
+    if layout == "whole":
+        ok(acxfs("layout", "whole"))
     ok(acxfs("add", release(tmp_path, "live-skill", OLD),
              release(tmp_path, "kept-skill", "Kept, never changed."),
              release(tmp_path, "gone-skill", "Removed while Claude runs.")))

@@ -133,3 +133,77 @@ def test_a_skill_whose_signer_is_no_longer_trusted_leaves_the_view(local_key: No
     assert os.listdir(shared) == []
     with pytest.raises(FileNotFoundError):
         skill_md.read_bytes()
+
+
+
+def links_by_bundle(doc: dict[str, object]) -> list[tuple[str, list[tuple[str, str]]]]:
+    bundles = doc["bundles"]
+    assert isinstance(bundles, list)
+    return [(b["identity"], sorted((x["path"], x["state"]) for x in b["links"]))
+            for b in bundles]
+
+
+@pytest.mark.slow
+def test_repair_keeps_a_directory_served_whole(tmp_path: Path, local_key: None) -> None:
+    """library.json lost with the daemon up: repair proves what the directory served whole
+    showed from the daemon's listing of its view (the name hashes to it) and keeps it so;
+    the other directory's links are kept too."""
+    shared, claude = agent_dirs()
+    run("layout", "whole", "--agent", "agents")
+    run("add", pack(tmp_path, "tool", "1.0.0", "alpha"))
+    run("add", pack(tmp_path, "other", "1.0.0", "beta"), "--agent", "claude")
+    view = os.readlink(shared)
+    before = json.loads(run("list", "--json"))
+    (data_dir() / "library.json").unlink()
+    repaired = acxfs("repair", timeout=60)
+    assert repaired.returncode == 0, repaired.stderr
+    assert "cannot be proved" not in repaired.stderr
+    assert os.readlink(shared) == view  # the same view: nothing shown changed
+    assert sorted(os.listdir(shared)) == ["alpha"]
+    assert description(shared, "alpha") == "tool at 1.0.0."
+    assert sorted(os.listdir(claude)) == ["alpha", "beta"]
+    after = json.loads(run("list", "--json"))
+    assert after["whole"] == before["whole"] and set(after["whole"]) == {str(shared)}
+    assert links_by_bundle(after) == links_by_bundle(before)
+    run("remove", "alpha")  # and it works on: the view follows
+    assert os.listdir(shared) == []
+
+
+@pytest.mark.slow
+def test_repair_with_the_daemon_down_proves_a_whole_directory_from_the_store(
+        tmp_path: Path, local_key: None) -> None:
+    shared, claude = agent_dirs()
+    run("layout", "whole")
+    run("add", pack(tmp_path, "tool", "1.0.0", "alpha"))
+    run("add", pack(tmp_path, "other", "1.0.0", "beta"))
+    views_before = {d: os.readlink(d) for d in (shared, claude)}
+    run("down")
+    (data_dir() / "library.json").unlink()
+    repaired = acxfs("repair", timeout=60)
+    assert repaired.returncode == 0, repaired.stderr
+    assert "cannot be proved" not in repaired.stderr
+    run("up")
+    assert {d: os.readlink(d) for d in (shared, claude)} == views_before
+    for directory in (shared, claude):
+        assert sorted(os.listdir(directory)) == ["alpha", "beta"]
+        assert description(directory, "beta") == "other at 1.0.0."
+
+
+@pytest.mark.slow
+def test_repair_shows_every_skill_where_a_view_cannot_be_proved(tmp_path: Path,
+                                                                local_key: None) -> None:
+    shared, claude = agent_dirs()
+    run("layout", "whole", "--agent", "agents")
+    run("add", pack(tmp_path, "tool", "1.0.0", "alpha"), "--agent", "claude")
+    run("add", pack(tmp_path, "other", "1.0.0", "beta"))
+    run("add", pack(tmp_path, "third", "1.0.0", "gamma"), "--agent", "claude")
+    run("down")  # no listing: only beta was shown, which no candidate of the store says
+    (data_dir() / "library.json").unlink()
+    repaired = acxfs("repair", timeout=60)
+    assert repaired.returncode == 0, repaired.stderr
+    assert f"acxfs: note: {shared} is served whole; which skills it showed cannot be " \
+           "proved, so it shows every skill of the library" in repaired.stderr
+    run("up")
+    assert shared.is_symlink()
+    assert sorted(os.listdir(shared)) == ["alpha", "beta", "gamma"]
+    assert sorted(os.listdir(claude)) == ["alpha", "beta", "gamma"]

@@ -92,9 +92,10 @@ def frontmatter(text: str) -> dict[str, Any]:
 
 def linked_description(agent_dir: Path, name: str) -> str:
     """The description of skill ``name`` as its SKILL.md reads through the link in
-    ``agent_dir`` (that is, from the library daemon)."""
+    ``agent_dir``, or through ``agent_dir`` itself where it is one link, served whole (that
+    is, from the library daemon)."""
     link = agent_dir / name
-    assert link.is_symlink(), link
+    assert link.is_symlink() or agent_dir.is_symlink(), link
     meta = frontmatter((link / "SKILL.md").read_text(encoding="utf-8"))
     assert meta["name"] == name
     return str(meta["description"])
