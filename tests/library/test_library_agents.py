@@ -110,8 +110,19 @@ def test_codex_lists_every_added_skill_from_the_cross_agent_links(
     cross = home() / ".agents" / "skills"
     for name in sorted(library):
         assert (name, linked_description(cross, name)) in listed, name
-        assert files[name] == str(cross / name / "SKILL.md")
+        # Codex names a skill by the real path of its skills directory: served whole, the
+        # directory's view in the mount.
+        real = os.path.realpath(cross) if cross.is_symlink() else cross
+        assert files[name] == str(Path(real) / name / "SKILL.md")
     assert ABSENT not in {name for name, _ in listed}
+    told = {name: Path(files[name]).read_bytes() for name in library}
+    ok(acxfs("add", pack(write_skill(project / "src", "later-skill", "Added after."),
+                         project / "later.acx")))
+    # Whatever the agent was told to read still reads the same verified bytes after a
+    # change (served whole, the directory now links to another view; the old one is
+    # served on), and the skills directory shows the new skill.
+    assert {name: Path(files[name]).read_bytes() for name in library} == told
+    assert (cross / "later-skill" / "SKILL.md").is_file()
 
 
 # --- 3: 200 bundles, one daemon ---------------------------------------------------------------

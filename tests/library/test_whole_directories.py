@@ -1,8 +1,9 @@
 """An agent directory served whole (`acxfs layout whole`) is one link to a view of the
 daemon, and still shows exactly the library: every install, update, revert and remove is
-seen through it at once; a skill whose signer is no longer trusted is gone from it; it can
-be turned back into a directory of links; and a directory holding anything acxfs did not
-make is refused, left as it was.
+seen through it at once; a skill whose signer is no longer trusted is gone from it; a view
+a change superseded is served on for the agents told a path in it (the newest few, never
+showing a removed skill); repair keeps it; it can be turned back into a directory of links;
+and a directory holding anything acxfs did not make is refused, left as it was.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+from acxfs.library.serving.daemon import KEPT_VIEWS
 from scripts.mounting import acxfs
 from tests.support import FIXTURES
 from tests.support.library import agent_dirs, data_dir
@@ -75,7 +77,10 @@ def test_a_whole_directory_follows_every_change_at_once(tmp_path: Path, local_ke
     run("update", v2)
     assert description(shared, "alpha") == "tool at 2.0.0."
     assert description(claude, "alpha") == "tool at 2.0.0."
-    assert os.path.basename(first) not in views()  # an old view is not served on
+    # The view the directory first linked to is served on, for an agent told a path in it:
+    # what it named and is still served (1.0.0, now the previous revision), nothing else.
+    assert os.path.basename(first) in views() and os.readlink(shared) != first
+    assert os.listdir(first) == ["alpha"] and description(Path(first), "alpha") == "tool at 1.0.0."
     run("revert", "alpha")
     assert description(shared, "alpha") == "tool at 1.0.0."
     run("remove", "alpha")
@@ -100,7 +105,7 @@ def test_links_become_a_whole_directory_and_back(tmp_path: Path, local_key: None
     run("layout", "links", "--agent", "agents")
     assert not shared.is_symlink() and shared.is_dir()
     assert os.readlink(shared / "alpha") == target
-    assert views() == []
+    assert len(views()) == 1  # the view no directory links to any more is served on
 
 
 def test_a_directory_with_a_file_of_the_user_is_not_served_whole(
@@ -207,3 +212,20 @@ def test_repair_shows_every_skill_where_a_view_cannot_be_proved(tmp_path: Path,
     assert shared.is_symlink()
     assert sorted(os.listdir(shared)) == ["alpha", "beta", "gamma"]
     assert sorted(os.listdir(claude)) == ["alpha", "beta", "gamma"]
+
+
+@pytest.mark.slow
+def test_superseded_views_are_served_on_bounded_and_never_show_a_removed_skill(
+        tmp_path: Path, local_key: None) -> None:
+    shared, _ = agent_dirs()
+    run("layout", "whole", "--agent", "agents")
+    run("add", pack(tmp_path, "tool", "1.0.0", "alpha"), "--agent", "agents")
+    first = os.readlink(shared)
+    for index in range(KEPT_VIEWS + 2):
+        run("add", pack(tmp_path, f"more{index}", "1.0.0", f"more{index}"), "--agent", "agents")
+        if index < KEPT_VIEWS:
+            assert os.listdir(first) == ["alpha"]  # told once, readable on
+    assert os.path.basename(first) not in views()  # the oldest ones are served no more
+    assert len(views()) == KEPT_VIEWS + 1  # the one linked to, and the newest it superseded
+    run("remove", "alpha")
+    assert all("alpha" not in os.listdir(data_dir() / "mnt" / view) for view in views())

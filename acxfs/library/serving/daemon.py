@@ -9,8 +9,9 @@ when read, as in any acxfs mount.  A bundle that fails its check is not served a
 is kept for `acxfs list`.  An agent directory served whole is a view (`views`) of skills of
 served bundles, each the very source its bundle is served through; the views of a change
 written down but not yet carried out (the journal's intent) are served before its links
-move.  The daemon takes changes only over its control channel (`control.py`), from its
-owner.  A daemon whose control socket is gone, or the stale mount of
+move, and the views a change superseded are served on (the newest few), showing what they
+named only while it is served.  The daemon takes changes only over its control channel
+(`control.py`), from its owner.  A daemon whose control socket is gone, or the stale mount of
 one that died, is found by its mount (`orphan`) and unmounted by `down` and before `up`
 starts a new one.  Whether a daemon runs is asked of its socket (`control.running`): only a
 command that starts or stops one imports this module and the mount stack under it.
@@ -76,6 +77,11 @@ LOG_TAIL = 1024 * 1024
 HASH_CHUNK = 1024 * 1024  # bytes of the log read back for the last start
 
 
+# Views superseded by a change that are served on: Codex tells its model each skill's real
+# path, through the view its agent directory linked to when it started.
+KEPT_VIEWS = 8
+
+
 @dataclass
 class LibraryDaemon:
     """What the daemon serves, what it refused and why, and the files that failed."""
@@ -88,7 +94,11 @@ class LibraryDaemon:
     files: dict[str, str] = field(default_factory=dict)  # prefix -> store file
     refused: dict[str, str] = field(default_factory=dict)  # prefix -> why
     shown: dict[str, Mounted] = field(default_factory=dict)  # "<view>/<skill>" -> its source
-    views: frozenset[str] = frozenset()  # the views served
+    views: frozenset[str] = frozenset()  # the views the agent directories link to
+    contents: dict[str, dict[str, str]] = field(default_factory=dict)  # of `views`
+    # views no agent directory links to any more, served on (oldest first, at most
+    # KEPT_VIEWS): a running agent may have been told a skill's path through one
+    superseded: dict[str, dict[str, str]] = field(default_factory=dict)
     _control: ControlServer | None = None
     schedule: Schedule | None = None
     after_live: Callable[[], None] | None = None
@@ -210,10 +220,17 @@ class LibraryDaemon:
     # --- views of agent directories served whole ---------------------------------------
 
     def _show(self, wanted: dict[str, dict[str, str]]) -> None:
-        """Serve exactly the views `wanted` (name -> content), each skill in it through the
-        source its revision is served with now (none for a revision not served)."""
+        """Serve the views `wanted` (name -> content) and the newest KEPT_VIEWS views they
+        superseded, each skill in them through the source its revision is served with now
+        (none for a revision not served)."""
+        for name in self.views - set(wanted):
+            self.superseded[name] = self.contents[name]
+        oldest = list(self.superseded)[:max(0, len(self.superseded) - KEPT_VIEWS)]
+        for name in [*wanted, *oldest]:
+            self.superseded.pop(name, None)
+        self.contents = dict(wanted)
         entries: dict[str, Mounted] = {}
-        for name, content in wanted.items():
+        for name, content in {**self.superseded, **wanted}.items():
             for skill, (served, inside) in views.served_paths(content, self.paths.mnt).items():
                 mounted = self.served.get(served)
                 if mounted is not None:
