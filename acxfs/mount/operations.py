@@ -110,15 +110,24 @@ class AcxOperations:
     def attach(self, prefix: str, mounted: Mounted) -> None:
         """Serve `mounted` at `prefix` from now on (`PrefixRouter.attach`); once this returns,
         no negative entry the kernel cached hides it."""
+        self.attach_all({prefix: mounted})
+
+    def attach_all(self, adding: dict[str, Mounted]) -> None:
+        """`attach` of each of `adding`, at once (`PrefixRouter.attach_all`)."""
         before = self._router.layout.dirs
-        self._router.attach(prefix, mounted)
+        self._router.attach_all(adding)
         self._changed(before)
 
     def detach(self, prefix: str) -> Mounted | None:
         """Stop serving what is at `prefix` (`PrefixRouter.detach`); once this returns, no
         entry the kernel cached reaches it."""
+        gone = self.detach_all([prefix])
+        return gone[0] if gone else None
+
+    def detach_all(self, prefixes: list[str]) -> list[Mounted]:
+        """`detach` of each of `prefixes`, at once (`PrefixRouter.detach_all`)."""
         before = self._router.layout.dirs
-        gone = self._router.detach(prefix)
+        gone = self._router.detach_all(prefixes)
         self._changed(before)
         return gone
 

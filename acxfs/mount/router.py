@@ -103,28 +103,41 @@ class PrefixRouter:
     def attach(self, prefix: str, mounted: Mounted) -> None:
         """Serve `mounted` at `prefix` from now on.  ValueError for a prefix that is taken,
         lies inside or around another one, or is not a relative path of plain names."""
-        prefix = prefix.strip("/")
-        if not _valid_prefix(prefix):
-            raise ValueError(f"not a path prefix: {prefix!r}")
+        self.attach_all({prefix: mounted})
+
+    def attach_all(self, adding: dict[str, Mounted]) -> None:
+        """`attach` of each (prefix, mounted) of `adding` at once, with one new layout; none
+        of them is attached if any one would be refused (ValueError)."""
         with self._lock:
-            served = self.layout.served
-            for other in served:
-                if other == "" or prefix == "" or other == prefix or \
-                        other.startswith(prefix + "/") or prefix.startswith(other + "/"):
-                    raise ValueError(f"prefix {prefix!r} overlaps the mounted {other!r}")
-            if mounted.prefix != prefix:
-                mounted = replace(mounted, prefix=prefix)
-            self.layout = make_layout({**served, prefix: Served(mounted)}, self._reserved)
+            served = dict(self.layout.served)
+            for prefix, mounted in adding.items():
+                prefix = prefix.strip("/")
+                if not _valid_prefix(prefix):
+                    raise ValueError(f"not a path prefix: {prefix!r}")
+                for other in served:
+                    if other == "" or prefix == "" or other == prefix or \
+                            other.startswith(prefix + "/") or prefix.startswith(other + "/"):
+                        raise ValueError(f"prefix {prefix!r} overlaps the mounted {other!r}")
+                if mounted.prefix != prefix:
+                    mounted = replace(mounted, prefix=prefix)
+                served[prefix] = Served(mounted)
+            self.layout = make_layout(served, self._reserved)
 
     def detach(self, prefix: str) -> Mounted | None:
         """Stop serving what is at `prefix`; it is returned (None if nothing was there) for
         the caller to close once the requests already routed to it are done."""
-        prefix = prefix.strip("/")
+        gone = self.detach_all([prefix])
+        return gone[0] if gone else None
+
+    def detach_all(self, prefixes: list[str]) -> list[Mounted]:
+        """`detach` of each of `prefixes` at once, with one new layout; what was served at
+        them is returned."""
         with self._lock:
             served = dict(self.layout.served)
-            gone = served.pop(prefix, None)
+            gone = [found for prefix in prefixes
+                    if (found := served.pop(prefix.strip("/"), None)) is not None]
             self.layout = make_layout(served, self._reserved)
-        return gone.mounted if gone is not None else None
+        return [each.mounted for each in gone]
 
     def mounted(self) -> list[Mounted]:
         """What is served now, by prefix."""

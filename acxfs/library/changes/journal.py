@@ -38,7 +38,6 @@ from acxfs.library.store.state import (
     LibraryState,
     Places,
     load_state,
-    save_state,
     store_name_problem,
     write_private,
 )
@@ -351,7 +350,7 @@ def _finish(paths: LibraryPaths, intent: Intent, sync_daemon: Callable[[], None]
         return _undo(paths, intent, sync_daemon)
     if intent.project is not None:
         _project_step(outcome, intent.op, intent.project)
-    save_state(paths.state, LibraryState.from_json(intent.state, paths.intent))
+    write_private(paths.state, intent.state)  # sound: made by to_json, or read back checked
     fault_point(f"{intent.op}:commit")
     sync_daemon()
     _delete_from_store(paths, intent.delete_files)

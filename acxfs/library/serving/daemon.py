@@ -29,11 +29,12 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
+from typing import Generic, TypeVar
 
 from acxfs import formats
 from acxfs.container import Report
 from acxfs.content.cache import VerifiedCache, process_cache
-from acxfs.errors import AcxfsError, TrustConfigError, UntrustedError
+from acxfs.errors import AcxfsError, EnvironmentProblem, TrustConfigError, UntrustedError
 from acxfs.library.changes import journal
 from acxfs.library.links import agent_links, guard
 from acxfs.library.serving.control import ControlServer, Op, running
@@ -43,6 +44,7 @@ from acxfs.library.store.checks import load_checks, parse_time
 from acxfs.library.store.served_names import served_name
 from acxfs.library.store.state import (
     DEFAULT_REFRESH_EVERY,
+    MAX_STATE_BYTES,
     LibraryState,
     Places,
     Revision,
@@ -77,6 +79,31 @@ LOG_TAIL = 1024 * 1024
 HASH_CHUNK = 1024 * 1024  # bytes of the log read back for the last start
 
 
+T = TypeVar("T")
+
+
+class LastRead(Generic[T]):
+    """What one of the library's own files (its state, its intent) held when last read,
+    parsed: a sync reads both, and a change rewrites one at a time, so the other is not
+    parsed again.  Its readers never change a parsed value."""
+
+    def __init__(self, parse: Callable[[bytes], T]) -> None:
+        self._parse = parse
+        self._last: tuple[bytes, T] | None = None
+        self._lock = threading.Lock()
+
+    def of(self, data: bytes) -> T:
+        """`parse(data)`, or what it returned when last given these very bytes."""
+        with self._lock:
+            last = self._last
+        if last is not None and last[0] == data:
+            return last[1]
+        value = self._parse(data)
+        with self._lock:
+            self._last = (data, value)
+        return value
+
+
 # Views superseded by a change that are served on: Codex tells its model each skill's real
 # path, through the view its agent directory linked to when it started.
 KEPT_VIEWS = 8
@@ -100,8 +127,14 @@ class LibraryDaemon:
     # KEPT_VIEWS): a running agent may have been told a skill's path through one
     superseded: dict[str, dict[str, str]] = field(default_factory=dict)
     _control: ControlServer | None = None
+    _states: LastRead[LibraryState] = field(init=False)
+    _intents: LastRead[LibraryState | None] = field(init=False)
     schedule: Schedule | None = None
     after_live: Callable[[], None] | None = None
+
+    def __post_init__(self) -> None:
+        self._states = LastRead(lambda data: LibraryState.from_json(data, self.paths.state))
+        self._intents = LastRead(self._pending)
 
     # --- checking ------------------------------------------------------------------------
 
@@ -214,8 +247,7 @@ class LibraryDaemon:
         if mounted is not None and self.ops is not None:
             self.ops.detach(prefix)
         if mounted is not None:  # and every view showing a skill of it, with it
-            for entry in [e for e, m in self.shown.items() if m.source is mounted.source]:
-                self._hide(entry)
+            self._hide([e for e, m in self.shown.items() if m.source is mounted.source])
 
     # --- views of agent directories served whole ---------------------------------------
 
@@ -237,38 +269,51 @@ class LibraryDaemon:
                     entry = f"{name}/{skill}"
                     root = posixpath.join(mounted.root, inside) if mounted.root else inside
                     entries[entry] = replace(mounted, prefix=entry, root=root)
-        for entry, mounted in list(self.shown.items()):
-            if entries.get(entry) != mounted:
-                self._hide(entry)
+        self._hide([entry for entry, mounted in self.shown.items()
+                    if entries.get(entry) != mounted])
         self.views = frozenset(wanted)
         if self.ops is not None:
             self.ops.reserve(self.views)
-        for entry, mounted in entries.items():
-            if entry not in self.shown:
-                if self.ops is not None:
-                    self.ops.attach(entry, mounted)
-                self.shown[entry] = mounted
+        adding = {entry: mounted for entry, mounted in entries.items()
+                  if entry not in self.shown}
+        if self.ops is not None and adding:
+            self.ops.attach_all(adding)
+        self.shown.update(adding)
 
-    def _hide(self, entry: str) -> None:
-        if self.shown.pop(entry, None) is not None and self.ops is not None:
-            self.ops.detach(entry)
+    def _hide(self, entries: list[str]) -> None:
+        gone = [entry for entry in entries if self.shown.pop(entry, None) is not None]
+        if self.ops is not None and gone:
+            self.ops.detach_all(gone)
 
     def _wanted(self) -> tuple[LibraryState | None, list[LibraryState]]:
         """The committed state, and every state whose revisions and views are served: it
         and the state of a change written down and not being undone (whose links move once
         what they lead to is served)."""
-        state = load_state(self.paths.state)
+        state = self._committed()
         states = [state] if state is not None else []
         try:
             data = own_files.read_file(self.paths.intent, journal.MAX_INTENT_BYTES)
-            if data is not None:
-                intent = journal.Intent.from_json(data, self.paths.intent,
-                                                  Places.of(self.paths.root))
-                if intent.undo is None:
-                    states.append(LibraryState.from_json(intent.state, self.paths.intent))
+            pending = None if data is None else self._intents.of(data)
+            if pending is not None:
+                states.append(pending)
         except (AcxfsError, OSError):
             pass  # a damaged intent is the next command's to report; nothing of it is served
         return state, states
+
+    def _committed(self) -> LibraryState | None:
+        try:
+            data = own_files.read_file(self.paths.state, MAX_STATE_BYTES)
+        except OSError as exc:
+            raise EnvironmentProblem(f"cannot read the library state {self.paths.state} "
+                                     f"({exc.strerror})") from exc
+        return None if data is None else self._states.of(data)
+
+    def _pending(self, data: bytes) -> LibraryState | None:
+        """The state a change written down in the intent `data` makes (None: being undone)."""
+        intent = journal.Intent.from_json(data, self.paths.intent, Places.of(self.paths.root))
+        if intent.undo is not None:
+            return None
+        return self._states.of(intent.state.encode())
 
     def initial(self, state: LibraryState) -> list[Mounted]:
         """Check every installed revision before the mount exists."""
