@@ -29,7 +29,6 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Generic, TypeVar
 
 from acxfs import formats
 from acxfs.container import Report
@@ -38,6 +37,7 @@ from acxfs.errors import AcxfsError, EnvironmentProblem, TrustConfigError, Untru
 from acxfs.library.changes import journal
 from acxfs.library.links import agent_links, guard
 from acxfs.library.serving.control import ControlServer, Op, running
+from acxfs.library.serving.last_read import LastRead
 from acxfs.library.serving.schedule import Schedule, run_check
 from acxfs.library.store import views
 from acxfs.library.store.checks import load_checks, parse_time
@@ -77,31 +77,6 @@ UNCACHED = {"negative_timeout": 0, "entry_timeout": 60, "attr_timeout": 60}
 START_LINE = re.compile(r"^\S+ \[(\d+)\] start: library ")  # records.log_line's form
 LOG_TAIL = 1024 * 1024
 HASH_CHUNK = 1024 * 1024  # bytes of the log read back for the last start
-
-
-T = TypeVar("T")
-
-
-class LastRead(Generic[T]):
-    """What one of the library's own files (its state, its intent) held when last read,
-    parsed: a sync reads both, and a change rewrites one at a time, so the other is not
-    parsed again.  Its readers never change a parsed value."""
-
-    def __init__(self, parse: Callable[[bytes], T]) -> None:
-        self._parse = parse
-        self._last: tuple[bytes, T] | None = None
-        self._lock = threading.Lock()
-
-    def of(self, data: bytes) -> T:
-        """`parse(data)`, or what it returned when last given these very bytes."""
-        with self._lock:
-            last = self._last
-        if last is not None and last[0] == data:
-            return last[1]
-        value = self._parse(data)
-        with self._lock:
-            self._last = (data, value)
-        return value
 
 
 # Views superseded by a change that are served on: Codex tells its model each skill's real
