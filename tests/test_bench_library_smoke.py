@@ -22,8 +22,9 @@ from scripts.bench_library.config import STARTUP_AGENTS
 REPO = Path(__file__).resolve().parent.parent
 COLUMNS = ["library", "library, directories whole", "per-bundle mounts", "copies behind links",
            "plain copies"]
-STARTING = ("library", "library, directories whole", "copies behind links", "plain copies")
-DAEMONS = ("library", "library, directories whole", "per-bundle mounts")  # the columns agents start with
+STARTING = ("library", "library, directories whole", "copies behind links",
+            "plain copies")  # the columns agents start with
+DAEMONS = ("library", "library, directories whole", "per-bundle mounts")
 MEASURES = ["install all N (once)", "daemons serving", "daemon RSS after up",
             "daemon RSS after reading every SKILL.md", "up until every link resolves",
             "add one more bundle (full check)", "cold read of every SKILL.md"]
